@@ -1,0 +1,1 @@
+"""Live tool-efficiency scoring for LLM agents on OpenTelemetry spans."""
