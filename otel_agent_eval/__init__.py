@@ -1,1 +1,38 @@
-"""Live tool-efficiency scoring for LLM agents on OpenTelemetry spans."""
+"""Live tool-efficiency scoring for LLM agents, on the OpenTelemetry spans they already emit.
+
+The deepeval metrics are imported on first use: importing deepeval takes about a
+second, which an app that only registers the span processor should not pay.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .catalog import Catalog, CatalogError, load_catalog
+from .recognize import ToolCallRecord, tool_call_from_span
+
+if TYPE_CHECKING:
+    from .deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
+
+_LAZY = {
+    "ToolEfficiencyMetric": ".deepeval_metrics",
+    "ContextualComplexityMetric": ".deepeval_metrics",
+}
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "ContextualComplexityMetric",
+    "ToolCallRecord",
+    "ToolEfficiencyMetric",
+    "load_catalog",
+    "tool_call_from_span",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

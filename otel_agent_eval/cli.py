@@ -1,0 +1,87 @@
+"""The `otel-agent-eval` command: inspect and check catalogs, run the demo.
+
+Bad input ends with one line on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from .catalog import CATALOG_SCHEMA, Catalog, CatalogError, load_catalog
+
+EXIT_USAGE = 2
+
+
+def quiet_deepeval() -> None:
+    """Opt out of deepeval's telemetry and keep its `.deepeval/` folder out of the working directory.
+
+    Must run before deepeval is imported: it reads these variables at import time.
+    """
+    os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
+    if "DEEPEVAL_CACHE_FOLDER" not in os.environ:
+        os.environ["DEEPEVAL_CACHE_FOLDER"] = os.path.join(tempfile.gettempdir(), f"otel-agent-eval-{os.getuid() if hasattr(os, 'getuid') else 'user'}", ".deepeval")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="otel-agent-eval", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    catalog = commands.add_parser("catalog", help="show, check or describe tool catalogs")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION")
+    show = catalog_commands.add_parser("show", help="print a catalog's tools, tasks and thresholds")
+    show.add_argument("file", nargs="?", help="catalog YAML (default: the packaged catalog)")
+    check = catalog_commands.add_parser("check", help="validate catalog files; exit 2 on the first problem")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    quiet_deepeval()
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "catalog":
+            return _catalog(args)
+    except CatalogError as exc:
+        print(f"otel-agent-eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    if args.catalog_command == "schema":
+        print(json.dumps(CATALOG_SCHEMA, indent=2))
+    elif args.catalog_command == "check":
+        for path in args.files:
+            catalog = load_catalog(path)
+            print(f"{path}: ok ({len(catalog.tools)} tools, {len(catalog.tasks)} tasks)")
+    else:
+        print(describe(load_catalog(args.file)))
+    return 0
+
+
+def describe(catalog: Catalog) -> str:
+    """A plain-text overview of a catalog."""
+    lines = [f"Catalog {catalog.source}", "", f"{'tool':<18} {'cost $':>8} {'latency':>9} {'slo':>9}  {'tier':<9} capabilities"]
+    for t in catalog.tools.values():
+        slo = f"{t.latency_slo_ms:g}ms" if t.latency_slo_ms else "-"
+        lines.append(f"{t.name:<18} {t.cost_usd:>8.4f} {t.latency_ms:>7g}ms {slo:>9}  {t.complexity:<9} {', '.join(t.capabilities)}")
+    if catalog.tasks:
+        lines += ["", f"{'task':<14} {'capability':<14} {'profile':<17} {'optimal tool':<18} match"]
+        for r in catalog.tasks:
+            match = ", ".join(f"{k}={'|'.join(v)}" for k, v in r.match.items()) or "-"
+            lines.append(f"{r.name:<14} {r.capability:<14} {r.profile or catalog.default_profile:<17} {r.optimal_tool or '(best by profile)':<18} {match}")
+    lines += ["", "profiles: " + ", ".join(f"{p.name} (cost {p.cost_weight:g} / latency {p.latency_weight:g})" for p in catalog.profiles.values())]
+    lines.append("thresholds: " + ", ".join(f"{t.environment} (warn < {t.warn:g}, fail < {t.fail:g})" for t in catalog.thresholds.values()))
+    lines.append(f"defaults: profile {catalog.default_profile}, environment {catalog.default_environment}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

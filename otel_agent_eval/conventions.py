@@ -1,0 +1,60 @@
+"""Attribute names of the tracing conventions we read and write, in one place.
+
+Sources: OpenTelemetry GenAI semantic conventions, OpenInference, and OpenLLMetry
+(Traceloop). Every string literal naming a span attribute lives here.
+"""
+from __future__ import annotations
+
+# OpenTelemetry GenAI semantic conventions
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_AGENT = "invoke_agent"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+ERROR_TYPE = "error.type"
+
+# OpenInference
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+OI_KIND_TOOL = "TOOL"
+OI_KIND_AGENT = "AGENT"
+OI_KIND_LLM = "LLM"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_PARAMETERS = "tool.parameters"  # the JSON *schema* of the arguments
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_INPUT_VALUE = "input.value"
+OI_OUTPUT_VALUE = "output.value"
+OI_AGENT_NAME = "agent.name"
+OI_LLM_MODEL_NAME = "llm.model_name"
+OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+
+# OpenLLMetry (Traceloop)
+TRACELOOP_SPAN_KIND = "traceloop.span.kind"
+TL_KIND_TOOL = "tool"
+TL_KIND_AGENT = "agent"
+TL_KIND_WORKFLOW = "workflow"
+TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
+TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
+TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+
+# Names of the conventions, as reported on a ToolCallRecord.
+GENAI = "gen_ai"
+OPENINFERENCE = "openinference"
+OPENLLMETRY = "openllmetry"
+CUSTOM = "custom"
+
+# What this project writes on enriched spans.
+AGENT_EVAL_PREFIX = "agent_eval."

@@ -1,0 +1,122 @@
+"""Catalog loading and the one-line messages for broken catalogs."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from otel_agent_eval.catalog import CATALOG_SCHEMA, CatalogError, load_catalog, parse_catalog
+
+TOOL = "{cost_usd: 0.001, latency_ms: 10, capabilities: [search], complexity: simple}"
+
+
+def test_packaged_catalog_holds_the_article_figures():
+    catalog = load_catalog()
+    figures = {name: (t.cost_usd, t.latency_ms) for name, t in catalog.tools.items()}
+    assert figures == {
+        "basic_calculator": (0.0, 50),
+        "code_interpreter": (0.002, 200),
+        "wolfram_alpha": (0.01, 800),
+        "local_index": (0.0, 30),
+        "web_search": (0.003, 400),
+        "simple_filter": (0.0, 100),
+        "ml_pipeline": (0.10, 8000),
+    }
+    assert {"balanced", "cost_critical", "latency_critical"} <= set(catalog.profiles)
+    assert set(catalog.thresholds) == {"development", "staging", "production"}
+    assert catalog.thresholds_for("development").fail < catalog.thresholds_for("production").fail
+    used = {t for route in catalog.tasks for t in (route.optimal_tool, *route.expected_tools)}
+    assert used <= set(catalog.tools)
+
+
+def test_aliases_resolve_to_their_tool():
+    assert load_catalog().tool("calculator").name == "basic_calculator"
+    assert load_catalog().tool("nope") is None
+
+
+def test_minimal_catalog_inherits_builtin_profiles_and_thresholds():
+    catalog = parse_catalog(f"tools:\n  search: {TOOL}\n")
+    assert catalog.profile().name == "balanced"
+    assert catalog.thresholds_for().environment == "production"
+    assert catalog.profile("cost_critical").cost_weight == 0.8
+
+
+def test_thresholds_give_pass_warn_fail():
+    t = load_catalog().thresholds_for("staging")
+    assert [t.verdict(s) for s in (0.9, 0.85, 0.8, 0.75, 0.7)] == ["pass", "pass", "warn", "warn", "fail"]
+
+
+def test_route_matches_exact_and_glob_on_all_keys():
+    route = load_catalog().task("arithmetic")
+    assert route.matches({"gen_ai.agent.name": "math_agent"}.get)
+    assert route.matches({"gen_ai.agent.name": "calculator-v2"}.get)
+    assert not route.matches({"gen_ai.agent.name": "support"}.get)
+    assert not route.matches({}.get)
+
+
+def test_schema_is_a_valid_json_schema_and_accepts_the_default_catalog():
+    import yaml
+    from importlib import resources
+
+    Draft202012Validator.check_schema(CATALOG_SCHEMA)
+    data = yaml.safe_load(resources.files("otel_agent_eval").joinpath("default_catalog.yaml").read_text())
+    assert list(Draft202012Validator(CATALOG_SCHEMA).iter_errors(data)) == []
+
+
+BROKEN = [
+    (f"tools:\n  search: {{cost_usd: -1, latency_ms: 1, capabilities: [x], complexity: simple}}\n",
+     "bad.yaml:2: tools.search.cost_usd: must be >= 0 (got -1)"),
+    (f"tools:\n  search: {TOOL}\nprofiles:\n  p: {{cost_weight: 0.5, latency_weight: 0.6}}\n",
+     "bad.yaml:4: profiles.p: cost_weight + latency_weight must sum to 1 (got 0.5 + 0.6 = 1.1)"),
+    (f"tools:\n  search: {TOOL}\ntasks:\n  faq:\n    capability: search\n    optimal_tool: web_search\n",
+     "bad.yaml:6: tasks.faq.optimal_tool: unknown tool 'web_search'; known tools: search"),
+    (f"tools:\n  search: {TOOL}\ntasks:\n  faq:\n    capability: search\n    expected_tools: [search, nope]\n",
+     "bad.yaml:6: tasks.faq.expected_tools.1: unknown tool 'nope'; known tools: search"),
+    (f"tools:\n  search: {TOOL}\ncolour: red\n",
+     "bad.yaml:3: colour: unknown key; expected one of: version, default_profile, default_environment, tools, profiles, thresholds, tasks, models, attribute_mapping"),
+    (f"tools:\n  search:\n    cost_usd: 1\n    latency_ms: 1\n    capabilities: [x]\n    complexity: simple\n    speed: fast\n",
+     "bad.yaml:7: tools.search.speed: unknown key; expected one of: description, cost_usd, latency_ms, latency_slo_ms, capabilities, complexity, aliases, parameters"),
+    (f"tools:\n  search: {{latency_ms: 1, capabilities: [x], complexity: simple}}\n",
+     "bad.yaml:2: tools.search: 'cost_usd' is required"),
+    (f"tools:\n  search: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: hard}}\n",
+     "bad.yaml:2: tools.search.complexity: must be one of simple, moderate, advanced (got 'hard')"),
+    (f"tools:\n  search: {TOOL}\nthresholds:\n  production: {{warn: 0.8, fail: 0.9}}\n",
+     "bad.yaml:4: thresholds.production: warn (0.8) must be at least fail (0.9)"),
+    (f"tools:\n  search: {TOOL}\ndefault_profile: thrifty\n",
+     "bad.yaml:3: default_profile: unknown profile 'thrifty'; known: balanced, cost_critical, latency_critical"),
+    (f"tools:\n  search: {TOOL}\ntasks:\n  faq: {{capability: teleport}}\n",
+     "bad.yaml:4: tasks.faq.capability: no tool in the catalog has capability 'teleport'"),
+    (f"tools:\n  search: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, parameters: {{type: objekt}}}}\n",
+     "bad.yaml:2: tools.search.parameters.type: not a valid JSON Schema"),
+    (f"tools:\n  a: {TOOL}\n  b: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, aliases: [a]}}\n",
+     "bad.yaml:3: tools.b.aliases: alias 'a' is already the name or an alias of tool 'a'"),
+    ("tools: [1\n", "bad.yaml:2: not valid YAML"),
+    ("- just\n- a list\n", "bad.yaml: expected a mapping with a `tools:` section at the top"),
+]
+
+
+@pytest.mark.parametrize("text,message", BROKEN, ids=[m.split(": ")[1][:40] for _, m in BROKEN])
+def test_broken_catalogs_give_one_clear_message(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(path)
+    rendered = str(caught.value).replace(str(tmp_path) + "/", "")
+    assert rendered.startswith(message), rendered
+    assert "\n" not in rendered
+
+
+def test_unreadable_file_names_the_file(tmp_path):
+    with pytest.raises(CatalogError, match=r"missing\.yaml: cannot read the file"):
+        load_catalog(tmp_path / "missing.yaml")
+
+
+def test_catalog_error_is_a_value_error_with_parts():
+    with pytest.raises(ValueError) as caught:
+        parse_catalog(textwrap.dedent("""\
+            tools:
+              search: {cost_usd: -1, latency_ms: 1, capabilities: [x], complexity: simple}
+            """), source="c.yaml")
+    error = caught.value
+    assert (error.source, error.path, error.line) == ("c.yaml", "tools.search.cost_usd", 2)

@@ -1,0 +1,126 @@
+"""Edge cases of reading tool-call spans (the real libraries' spans are in test_recognize_instrumented.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_agent_eval import tool_call_from_span
+from otel_agent_eval.catalog import AttributeMapping
+from otel_agent_eval.recognize import MAX_ARGUMENT_CHARS, attribute_dict
+from spans import finished_span
+
+GENAI_TOOL = {
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "web_search",
+    "gen_ai.tool.call.id": "call_1",
+    "gen_ai.tool.type": "function",
+    "gen_ai.tool.call.arguments": '{"query": "return policy", "max_results": 3}',
+    "gen_ai.tool.call.result": "30 days",
+}
+
+
+def test_non_tool_spans_are_ignored():
+    assert tool_call_from_span(finished_span({"http.method": "GET"})) is None
+    assert tool_call_from_span(finished_span({"gen_ai.operation.name": "chat"})) is None
+    assert tool_call_from_span(finished_span()) is None
+
+
+def test_genai_tool_span_becomes_a_record_with_a_deepeval_tool_call():
+    span = finished_span(GENAI_TOOL, name="execute_tool web_search", duration_ns=412_000_000)
+    record = tool_call_from_span(span)
+    assert record.convention == "gen_ai"
+    assert (record.name, record.call_id, record.tool_type) == ("web_search", "call_1", "function")
+    assert record.arguments == {"query": "return policy", "max_results": 3}
+    assert record.duration_s == pytest.approx(0.412)
+    assert (record.start_ns, record.end_ns) == (1_000_000_000, 1_412_000_000)
+    assert record.trace_id == span.context.trace_id and record.span_id == span.context.span_id
+    assert record.error is None and record.problems == []
+    tool_call = record.tool_call
+    assert (tool_call.name, tool_call.input_parameters, tool_call.output) == ("web_search", {"query": "return policy", "max_results": 3}, "30 days")
+
+
+def test_error_from_status_and_error_type():
+    record = tool_call_from_span(finished_span(GENAI_TOOL, error="boom"))
+    assert (record.error, record.error_message) == ("_OTHER", "boom")
+    record = tool_call_from_span(finished_span({**GENAI_TOOL, "error.type": "TimeoutError"}))
+    assert record.error == "TimeoutError"
+
+
+def test_openinference_plain_text_input_is_not_a_problem():
+    span = finished_span({"openinference.span.kind": "TOOL", "tool.name": "local_index", "input.value": "return policy",
+                          "output.value": "30 days", "tool.parameters": '{"type": "object", "required": ["query"]}'})
+    record = tool_call_from_span(span)
+    assert record.convention == "openinference"
+    assert record.arguments == {"input": "return policy"}
+    assert record.parameters_schema == {"type": "object", "required": ["query"]}
+    assert record.problems == []
+
+
+def test_openllmetry_entity_attributes():
+    span = finished_span({"traceloop.span.kind": "tool", "traceloop.entity.name": "local_index",
+                          "traceloop.entity.input": '{"query": "faq"}', "traceloop.entity.output": "ok"})
+    record = tool_call_from_span(span)
+    assert (record.convention, record.name, record.arguments, record.output) == ("openllmetry", "local_index", {"query": "faq"}, "ok")
+
+
+def test_custom_mapping_for_in_house_names():
+    mapping = AttributeMapping(tool_name="acme.tool", arguments="acme.args", agent_name="acme.agent")
+    span = finished_span({"acme.tool": "ledger", "acme.args": '{"id": 7}', "acme.agent": "billing"})
+    assert tool_call_from_span(span) is None
+    record = tool_call_from_span(span, mapping)
+    assert (record.convention, record.name, record.arguments, record.agent) == ("custom", "ledger", {"id": 7}, "billing")
+
+
+@pytest.mark.parametrize("raw,arguments,problem", [
+    ("{not json", {"input": "{not json"}, "not valid JSON"),
+    ('["a", 1]', {"input": ["a", 1]}, None),
+    ("x" * (MAX_ARGUMENT_CHARS + 1), {}, "over the 65536 limit"),
+    (("a", "b"), {"input": ["a", "b"]}, "not a JSON object string"),
+    (42, {"input": 42}, "not a JSON object string"),
+])
+def test_malformed_arguments_are_noted_not_raised(raw, arguments, problem):
+    record = tool_call_from_span(finished_span({**GENAI_TOOL, "gen_ai.tool.call.arguments": raw}))
+    assert record.arguments == arguments
+    assert (problem is None and record.problems == []) or any(problem in p for p in record.problems)
+    assert record.tool_call.input_parameters == arguments
+
+
+def test_missing_tool_name_falls_back_to_the_span_name():
+    attrs = {k: v for k, v in GENAI_TOOL.items() if k != "gen_ai.tool.name"}
+    record = tool_call_from_span(finished_span(attrs, name="execute_tool web_search"))
+    assert record.name == "web_search"
+    assert "tool name missing" in record.problems[0]
+    record = tool_call_from_span(finished_span({**attrs, "gen_ai.tool.name": 5}, name="odd"))
+    assert record.name == "odd"
+
+
+def test_unended_and_hand_made_spans_never_raise():
+    span = ReadableSpan(name="execute_tool x", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"})
+    record = tool_call_from_span(span)
+    assert record.duration_s is None and record.trace_id == 0
+    assert "no valid start/end time" in record.problems[0]
+
+
+def test_attribute_dict_reads_the_sdk_dict_without_copying():
+    # Pins the SDK internals the fast path relies on (ReadableSpan._attributes._dict).
+    span = finished_span(GENAI_TOOL)
+    inner = attribute_dict(span)
+    assert type(inner) is dict and inner == dict(span.attributes)
+    assert inner is span._attributes._dict
+
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=50),
+                    st.lists(st.text(max_size=5), max_size=3), st.lists(st.integers(), max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(GENAI_TOOL) + ["error.type", "tool.name", "input.value"]), _values))
+def test_any_attribute_values_are_read_without_raising(overrides):
+    attrs = {**GENAI_TOOL, **{k: v for k, v in overrides.items() if v is not None}}
+    record = tool_call_from_span(finished_span(attrs))
+    if record is not None:
+        assert isinstance(record.name, str) and isinstance(record.arguments, dict)
+        json.dumps(record.problems)
