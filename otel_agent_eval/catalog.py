@@ -257,6 +257,10 @@ class Catalog:
     def task(self, name: str) -> TaskRoute | None:
         return next((t for t in self.tasks if t.name == name), None)
 
+    def names(self) -> list[tuple[str, Tool]]:
+        """Every name a tool answers to (its own and its aliases), with the tool."""
+        return [*self.tools.items(), *((alias, t) for t in self.tools.values() for alias in t.aliases)]
+
     def tools_with(self, capability: str) -> list[Tool]:
         return [t for t in self.tools.values() if capability in t.capabilities]
 

@@ -14,14 +14,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from deepeval.metrics import BaseMetric
 from deepeval.test_case import LLMTestCase
 
 from .catalog import Catalog, load_catalog
-from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, weighted_score
+from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
 
 
 def tools_used(test_case: LLMTestCase) -> list[str]:
@@ -81,8 +80,8 @@ class ToolEfficiencyMetric(BaseMetric):
             raise ValueError(f"{catalog.source}: no task {task!r}; tasks: {', '.join(t.name for t in catalog.tasks)}")
         profile = catalog.profile(route.profile)
         optimal = route.optimal_tool or best_tool(catalog.tools_with(route.capability), profile).name
-        costs = {name: t.cost_usd for name, t in _names_and_aliases(catalog)}
-        latencies = {name: t.latency_ms for name, t in _names_and_aliases(catalog)}
+        costs = {name: t.cost_usd for name, t in catalog.names()}
+        latencies = {name: t.latency_ms for name, t in catalog.names()}
         if route.complexity is not None and issubclass(cls, ContextualComplexityMetric):
             kwargs.setdefault("task_complexity", route.complexity)
             kwargs.setdefault("catalog", catalog)
@@ -125,13 +124,10 @@ class ToolEfficiencyMetric(BaseMetric):
 
     def _reason(self, tool: str, cost: float, latency: float) -> str:
         if tool == self.optimal_tool:
-            kind = "Optimal"
-        elif tool in self.acceptable_tools:
-            kind = "Acceptable"
+            outcome = "optimal"
         else:
-            kind = "Suboptimal"
-        reason = f"{kind} tool '{tool}' selected. Cost efficiency: {_two_places(cost)}, Latency efficiency: {_two_places(latency)}."
-        return reason if tool == self.optimal_tool else f"{reason} Optimal tool: '{self.optimal_tool}'."
+            outcome = "acceptable" if tool in self.acceptable_tools else "suboptimal"
+        return selection_reason(outcome, tool, self.optimal_tool, cost, latency)
 
     @property
     def __name__(self) -> str:
@@ -163,7 +159,7 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
         super().__init__(tool_costs, tool_latencies, optimal_tool, acceptable_tools, threshold, cost_weight, latency_weight)
         self.task_complexity = task_complexity
         if tool_complexity is None:
-            tool_complexity = {name: t.complexity for name, t in _names_and_aliases(catalog or load_catalog())}
+            tool_complexity = {name: t.complexity for name, t in (catalog or load_catalog()).names()}
         self.tool_complexity = dict(tool_complexity)
 
     def measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
@@ -185,12 +181,3 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
         return "Contextual Complexity"
 
 
-def _two_places(value: float) -> str:
-    """Round half up on the shortest decimal form, as a reader would: 0.075 -> "0.08"."""
-    return str(Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
-
-
-def _names_and_aliases(catalog: Catalog) -> list[tuple[str, Any]]:
-    pairs = list(catalog.tools.items())
-    pairs += [(alias, tool) for tool in catalog.tools.values() for alias in tool.aliases]
-    return pairs

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from decimal import ROUND_HALF_UP, Decimal
 
 from .catalog import COMPLEXITY_TIERS, Profile, Tool
 
@@ -72,3 +73,14 @@ def best_tool(candidates: Iterable[Tool], profile: Profile) -> Tool | None:
         return (round(weighted, 12), _TIER.get(t.complexity, len(_TIER)), t.name)
 
     return min(tools, key=burden)
+
+
+def selection_reason(outcome: str, tool: str, optimal_tool: str, cost: float, latency: float) -> str:
+    """The article's reason: "Suboptimal tool 'web_search' selected. Cost efficiency: 0.00, ..."."""
+    reason = f"{outcome.capitalize()} tool '{tool}' selected. Cost efficiency: {two_places(cost)}, Latency efficiency: {two_places(latency)}."
+    return reason if tool == optimal_tool else f"{reason} Optimal tool: '{optimal_tool}'."
+
+
+def two_places(value: float) -> str:
+    """Round half up on the shortest decimal form, as a reader would: 0.075 -> "0.08"."""
+    return str(Decimal(repr(value)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))

@@ -202,6 +202,21 @@ def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None) -
     return None
 
 
+def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
+    """The agent's name if these attributes mark an agent span (GenAI, OpenInference, OpenLLMetry)."""
+    if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_INVOKE_AGENT:
+        name = attrs.get(c.GEN_AI_AGENT_NAME)
+    elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
+        name = attrs.get(c.OI_AGENT_NAME) or attrs.get(c.GEN_AI_AGENT_NAME)
+    elif attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_AGENT:
+        name = attrs.get(c.GEN_AI_AGENT_NAME) or attrs.get(c.TRACELOOP_ENTITY_NAME)
+    else:
+        return None
+    if not isinstance(name, str) or not name:
+        name = span_name.removeprefix(c.OP_INVOKE_AGENT).strip() if isinstance(span_name, str) else ""
+    return name or None
+
+
 def tool_call_from_span(span: ReadableSpan, mapping: AttributeMapping | _Convention | None = None) -> ToolCallRecord | None:
     """Read a finished span into a `ToolCallRecord`, or None if it is not a tool call.
 

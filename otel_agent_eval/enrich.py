@@ -1,0 +1,120 @@
+"""Scores on the exported span: an enriched copy for the next processor or exporter.
+
+opentelemetry-sdk freezes a span's attributes in `Span.end()` before any processor
+sees it, so the scores cannot be set on the span itself. `EnrichedSpan` is a
+`ReadableSpan` sharing everything with the original except its attributes (the
+original's plus `agent_eval.*`) and events (plus a GenAI `gen_ai.evaluation.result`).
+The attributes that only depend on the catalog are built once per `StaticScore`.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+
+from . import conventions as c
+from .scoring import CallScore, StaticScore
+
+EVALUATION_NAME = "agent_eval.tool_efficiency"
+A = c.AGENT_EVAL_PREFIX
+# The agent_eval.* attributes an enriched tool span carries.
+EFFICIENCY_SCORE, COST_SCORE, LATENCY_SCORE, COMPLEXITY_SCORE = A + "efficiency_score", A + "cost_score", A + "latency_score", A + "complexity_score"
+OPTIMAL_TOOL, OUTCOME, VERDICT, PASSED, THRESHOLD = A + "optimal_tool", A + "outcome", A + "verdict", A + "passed", A + "threshold"
+PROFILE, TASK, REASON, COST_USD, EXCESS_COST_USD = A + "profile", A + "task", A + "reason", A + "cost_usd", A + "excess_cost_usd"
+EXCESS_LATENCY_S, SLO_EXCEEDED, AGENT = A + "excess_latency_s", A + "slo_exceeded", A + "agent"
+
+
+class EnrichedSpan(ReadableSpan):
+    """A finished span with extra attributes and events; everything else is the original's."""
+
+    def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> None:
+        super().__init__(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=attributes,
+            events=events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+        self._original = span
+
+    @property
+    def dropped_attributes(self) -> int:
+        return self._original.dropped_attributes
+
+    @property
+    def dropped_events(self) -> int:
+        return self._original.dropped_events
+
+    @property
+    def dropped_links(self) -> int:
+        return self._original.dropped_links
+
+
+class Enricher:
+    """Builds enriched copies of tool spans; caches the catalog-fixed attributes per static score."""
+
+    def __init__(self) -> None:
+        self._static: dict[StaticScore, tuple[dict[str, Any], Mapping[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None) -> EnrichedSpan:
+        static_attrs, event_attrs = self._for(score)
+        merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
+                  EXCESS_LATENCY_S: score.excess_latency_s}
+        if agent:
+            merged[AGENT] = agent
+        if score.outcome != score.static.outcome:  # an error changes the outcome, not the scores
+            event_attrs = {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
+        event = Event(c.GEN_AI_EVALUATION_RESULT, event_attrs, span.end_time)
+        return EnrichedSpan(span, merged, (*span.events, event))
+
+    def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        static = score.static
+        cached = self._static.get(static)
+        if cached is None:
+            cached = (static_attributes(static), MappingProxyType(evaluation_event_attributes(static)))
+            with self._lock:
+                if len(self._static) > 10_000:  # a catalog reload or unknown-name flood; start over
+                    self._static.clear()
+                self._static[static] = cached
+        return cached
+
+
+def static_attributes(static: StaticScore) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        EFFICIENCY_SCORE: static.efficiency,
+        COST_SCORE: static.cost_score,
+        LATENCY_SCORE: static.latency_score,
+        OPTIMAL_TOOL: static.optimal_tool,
+        VERDICT: static.verdict,
+        PASSED: static.verdict != "fail",
+        THRESHOLD: static.threshold,
+        PROFILE: static.profile,
+        TASK: static.task,
+        REASON: static.reason,
+        COST_USD: static.cost_usd,
+        EXCESS_COST_USD: static.excess_cost_usd,
+    }
+    if static.complexity_score is not None:
+        attrs[COMPLEXITY_SCORE] = static.complexity_score
+    return attrs
+
+
+def evaluation_event_attributes(static: StaticScore) -> dict[str, Any]:
+    """A GenAI `gen_ai.evaluation.result` event's attributes for this score."""
+    return {
+        c.GEN_AI_EVALUATION_NAME: EVALUATION_NAME,
+        c.GEN_AI_EVALUATION_SCORE_VALUE: static.efficiency,
+        c.GEN_AI_EVALUATION_SCORE_LABEL: "fail" if static.verdict == "fail" else "pass",
+        c.GEN_AI_EVALUATION_EXPLANATION: static.reason,
+    }

@@ -1,0 +1,262 @@
+"""Prometheus metrics for scored tool calls: cheap accumulators now, metric families at scrape.
+
+prometheus-client's own `.labels(...).observe()` costs 1–2 µs per metric, and a tool span
+feeds a dozen values, so the `span.end()` path only bumps a few counters under one lock.
+Everything fixed by the catalog (scores, costs, verdicts) is stored once per
+`StaticScore` and multiplied out by its call count when Prometheus scrapes.
+
+    >>> metrics = ToolMetrics(registry=CollectorRegistry())
+    >>> metrics.record(call_score, agent="support_agent", trace_id=span.context.trace_id)
+    >>> serve(metrics.registry, port=9464)            # or mount make_wsgi_app(registry)
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Exemplar
+
+from .catalog import Catalog
+from .histogram import DURATION_BUCKETS_S, BucketCounts
+from .scoring import CallScore, StaticScore
+from .window import SlidingQuantiles
+
+TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
+OTHER = "_other_"  # label value that absorbs names past the cardinality caps
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
+QUANTILES = (0.5, 0.95, 0.99)
+DIMENSIONS = ("efficiency", "cost", "latency", "complexity")
+
+# Self-metrics: how the processor itself is doing.
+SELF_COUNTERS = {
+    "spans_seen": "Spans the processor received.",
+    "spans_scored": "Tool-call spans scored.",
+    "spans_ignored": "Spans that are no tool call.",
+    "malformed_tool_spans": "Tool-call spans with values that could not be read (see the log).",
+    "enrichments_dropped": "Tool spans forwarded without scores because enriching them failed.",
+    "forward_errors": "Exceptions raised by the forwarded span processor.",
+    "internal_errors": "Exceptions caught inside the processor (see the log).",
+    "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
+}
+
+
+class Tally:
+    """A counter any thread may bump without a lock: `itertools.count` advances atomically in CPython."""
+
+    __slots__ = ("_count", "bump")
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self.bump = self._count.__next__
+
+    @property
+    def value(self) -> int:
+        return self._count.__reduce__()[1][0]
+
+
+class _Series:
+    """Accumulators for one (tool, agent) pair."""
+
+    __slots__ = ("calls", "durations", "window", "excess_latency_s", "slo_violations")
+
+    def __init__(self, window_s: float) -> None:
+        self.calls: dict[tuple[StaticScore, str], int] = {}
+        self.durations: dict[str, BucketCounts] = {}
+        self.window = SlidingQuantiles(window_s)
+        self.excess_latency_s = 0.0
+        self.slo_violations = 0
+
+
+class ToolMetrics:
+    """Collects scored tool calls and exposes them as Prometheus metrics (a registry collector)."""
+
+    def __init__(
+        self,
+        *,
+        registry: CollectorRegistry | None = REGISTRY,
+        catalog: Catalog | None = None,
+        window_s: float = 300.0,
+        max_unknown_tools: int = 20,
+        max_agents: int = 100,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], _Series] = {}
+        self._window_s = window_s
+        self._known_tools = set(catalog.tools) if catalog else set()
+        self._unknown_tools: set[str] = set()
+        self._agents: set[str] = set()
+        self._max_unknown_tools = max_unknown_tools
+        self._max_agents = max_agents
+        self.catalog = catalog
+        self.counters: Counter[str] = Counter()
+        self.seen = Tally()  # bumped for every span, so lock-free
+        self.ignored = Tally()
+        self.registry = registry
+        if registry is not None:
+            registry.register(self)
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Bump a self-metric counter (thread-safe)."""
+        with self._lock:
+            self.counters[name] += n
+
+    def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
+        """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
+        static = score.static
+        duration = score.duration_s
+        error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
+        with self._lock:
+            self.counters["spans_scored"] += 1
+            key = (static.tool, agent or "")
+            series = self._series.get(key)
+            if series is None:
+                series = self._new_series(key)
+            calls_key = (static, score.outcome)
+            series.calls[calls_key] = series.calls.get(calls_key, 0) + 1
+            if duration is not None:
+                hist = series.durations.get(error_type)
+                if hist is None:
+                    hist = series.durations[error_type] = BucketCounts(DURATION_BUCKETS_S)
+                hist.observe(duration, format(trace_id, "032x") if trace_id else None)
+                series.window.observe(duration)
+                series.excess_latency_s += score.excess_latency_s
+                if score.slo_exceeded:
+                    series.slo_violations += 1
+
+    def _new_series(self, key: tuple[str, str]) -> _Series:
+        tool, agent = key
+        folded = key
+        if tool not in self._known_tools and tool not in self._unknown_tools:
+            if len(self._unknown_tools) < self._max_unknown_tools:
+                self._unknown_tools.add(tool)
+            else:
+                folded = (OTHER, folded[1])
+        if agent and agent not in self._agents:
+            if len(self._agents) < self._max_agents:
+                self._agents.add(agent)
+            else:
+                folded = (folded[0], OTHER)
+        if folded != key:
+            self.counters["labels_folded"] += 1
+            series = self._series.get(folded)
+            if series is None:
+                series = self._series[folded] = _Series(self._window_s)
+        else:
+            series = self._series[key] = _Series(self._window_s)
+        return series
+
+    # -- scrape side -------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            yield from self._tool_families()
+            yield from self._self_families()
+        yield from self._catalog_families()
+
+    def _tool_families(self) -> Iterator[Metric]:
+        calls = CounterMetricFamily("agent_eval_tool_calls", "Tool calls by outcome and verdict against the environment's thresholds.",
+                                    labels=[TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool"])
+        cost = CounterMetricFamily("agent_eval_tool_cost_usd", "Catalog cost of the tool calls made, in USD.", labels=[TOOL, AGENT])
+        excess_cost = CounterMetricFamily("agent_eval_tool_excess_cost_usd", "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.",
+                                          labels=[TOOL, AGENT, "optimal_tool"])
+        excess_latency = CounterMetricFamily("agent_eval_tool_excess_latency_seconds", "Observed duration beyond the optimal tool's expected latency.",
+                                             labels=[TOOL, AGENT])
+        slo = CounterMetricFamily("agent_eval_tool_slo_violations", "Tool calls slower than the tool's catalog latency SLO.", labels=[TOOL, AGENT])
+        scores = HistogramMetricFamily("agent_eval_tool_efficiency_score", "Per-call efficiency score and its cost, latency and complexity components (0-1).",
+                                       labels=[TOOL, AGENT, "profile", "dimension"])
+        duration = HistogramMetricFamily("gen_ai_execute_tool_duration_seconds", "Duration of tool executions (GenAI semantic conventions).",
+                                         labels=[TOOL, AGENT, "error_type"])
+        latency = Metric("agent_eval_tool_latency_seconds", f"Tool call duration; quantiles over the last {self._window_s:g} s.", "summary")
+        for (tool, agent), series in self._series.items():
+            by_calls: Counter[tuple[str, ...]] = Counter()
+            by_excess_cost: Counter[str] = Counter()
+            score_counts: dict[tuple[str, str], list[int]] = {}
+            score_sums: Counter[tuple[str, str]] = Counter()
+            cost_usd = 0.0
+            for (static, outcome), n in series.calls.items():
+                by_calls[(static.task, outcome, static.verdict, static.optimal_tool)] += n
+                cost_usd += static.cost_usd * n
+                if static.excess_cost_usd:
+                    by_excess_cost[static.optimal_tool] += static.excess_cost_usd * n
+                for dimension, value in _dimensions(static):
+                    counts = score_counts.setdefault((static.profile, dimension), [0] * len(SCORE_BUCKETS))
+                    counts[bisect_left(SCORE_BUCKETS, value)] += n
+                    score_sums[(static.profile, dimension)] += value * n
+            for (task, outcome, verdict, optimal), n in by_calls.items():
+                calls.add_metric([tool, agent, task, outcome, verdict, optimal], n)
+            cost.add_metric([tool, agent], cost_usd)
+            for optimal, usd in by_excess_cost.items():
+                excess_cost.add_metric([tool, agent, optimal], usd)
+            for (profile, dimension), counts in score_counts.items():
+                scores.add_metric([tool, agent, profile, dimension], _le_buckets(SCORE_BUCKETS, counts), score_sums[(profile, dimension)])
+            excess_latency.add_metric([tool, agent], series.excess_latency_s)
+            slo.add_metric([tool, agent], series.slo_violations)
+            for error_type, hist in series.durations.items():
+                duration.add_metric([tool, agent, error_type], _le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+            snap = series.window.snapshot(QUANTILES)
+            labels = {TOOL: tool, AGENT: agent}
+            for q, value in zip(QUANTILES, snap.quantiles):
+                latency.add_sample("agent_eval_tool_latency_seconds", {**labels, "quantile": str(q)}, value)
+            latency.add_sample("agent_eval_tool_latency_seconds_count", labels, snap.total_count)
+            latency.add_sample("agent_eval_tool_latency_seconds_sum", labels, snap.total_sum)
+        yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
+
+    def _self_families(self) -> Iterator[Metric]:
+        values = {**self.counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value}
+        for name, doc in SELF_COUNTERS.items():
+            yield CounterMetricFamily(f"agent_eval_processor_{name}", doc, value=values.get(name, 0))
+
+    def _catalog_families(self) -> Iterator[Metric]:
+        catalog = self.catalog
+        if catalog is None:
+            return
+        expected = GaugeMetricFamily("agent_eval_tool_expected_latency_seconds", "Expected latency of each tool, from the catalog.", labels=[TOOL])
+        slo = GaugeMetricFamily("agent_eval_tool_latency_slo_seconds", "Latency SLO of each tool, from the catalog.", labels=[TOOL])
+        cost = GaugeMetricFamily("agent_eval_tool_cost_per_call_usd", "Cost of one call of each tool, from the catalog.", labels=[TOOL])
+        for tool in catalog.tools.values():
+            expected.add_metric([tool.name], tool.latency_ms / 1000)
+            cost.add_metric([tool.name], tool.cost_usd)
+            if tool.latency_slo_ms:
+                slo.add_metric([tool.name], tool.latency_slo_ms / 1000)
+        thresholds = GaugeMetricFamily("agent_eval_efficiency_threshold", "Efficiency score thresholds per environment, from the catalog.",
+                                       labels=["environment", "level"])
+        for t in catalog.thresholds.values():
+            thresholds.add_metric([t.environment, "warn"], t.warn)
+            thresholds.add_metric([t.environment, "fail"], t.fail)
+        yield from (expected, slo, cost, thresholds)
+
+
+def _dimensions(static: StaticScore) -> list[tuple[str, float]]:
+    values = [("efficiency", static.efficiency), ("cost", static.cost_score), ("latency", static.latency_score)]
+    if static.complexity_score is not None:
+        values.append(("complexity", static.complexity_score))
+    return values
+
+
+def _le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    total = 0
+    for i, (bound, n) in enumerate(zip(bounds, counts)):
+        total += n
+        le = "+Inf" if bound == math.inf else _float_label(bound)
+        ex = exemplars[i] if exemplars else None
+        out.append((le, total, Exemplar({"trace_id": ex[0]}, ex[1], ex[2])) if ex else (le, total))
+    return out
+
+
+def _float_label(value: float) -> str:
+    return repr(float(value))
+
+
+def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1") -> Any:
+    """Start the /metrics HTTP endpoint in a daemon thread; returns (server, thread)."""
+    from prometheus_client import start_http_server
+
+    return start_http_server(port, addr=addr, registry=registry)

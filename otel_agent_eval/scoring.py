@@ -1,0 +1,207 @@
+"""Score one tool call against the catalog: which task, which optimal tool, how efficient.
+
+Everything that depends only on the catalog (the optimal tool, the cost, latency and
+complexity scores, the verdict) is computed once per (task, tool) when the `Scorer`
+is built, so scoring a live call is a dict look-up plus its observed duration.
+
+    >>> scorer = Scorer(load_catalog(), environment="staging")
+    >>> score = scorer.score(record, scorer.route(agent="support_agent"))
+    >>> score.outcome, score.optimal_tool, round(score.efficiency, 2)
+    ('suboptimal', 'local_index', 0.06)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import conventions as c
+from .catalog import Catalog, TaskRoute, Tool
+from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
+from .recognize import ToolCallRecord
+
+OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR = "optimal", "acceptable", "suboptimal", "unknown_tool", "error"
+OUTCOMES = (OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR)
+UNROUTED = ""  # task label of calls no route matched
+_ROUTE_CACHE_LIMIT = 4096
+_UNKNOWN_LIMIT = 1000  # distinct unknown tool names scored individually
+UNKNOWN_OVERFLOW = "_other_"
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: a cheap dict key on the hot path
+class StaticScore:
+    """The part of a call's score fixed by the catalog for one (task, tool)."""
+
+    tool: str  # canonical catalog name, or the name as called when unknown
+    task: str
+    profile: str
+    optimal_tool: str
+    known: bool
+    cost_score: float
+    latency_score: float
+    complexity_score: float | None
+    efficiency: float
+    outcome: str  # before errors are taken into account
+    verdict: str
+    threshold: float
+    cost_usd: float
+    excess_cost_usd: float
+    expected_latency_s: float | None
+    optimal_latency_s: float | None
+    latency_slo_s: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class CallScore:
+    """A scored call: the static part plus what was observed on this span."""
+
+    static: StaticScore
+    outcome: str
+    duration_s: float | None
+    excess_latency_s: float
+    slo_exceeded: bool
+    error_type: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.static.verdict != "fail"
+
+    def __getattr__(self, name: str) -> Any:  # the static fields read as if they were ours
+        return getattr(self.static, name)
+
+
+class Scorer:
+    """Scores tool calls against one catalog, profile and environment."""
+
+    def __init__(self, catalog: Catalog, *, profile: str | None = None, environment: str | None = None) -> None:
+        self.catalog = catalog
+        self.default_profile = catalog.profile(profile)
+        self.thresholds = catalog.thresholds_for(environment)
+        self._route_keys = tuple(sorted({k for r in catalog.tasks for k in r.match if k != c.GEN_AI_AGENT_NAME}))
+        self._route_cache: dict[tuple[Any, ...], TaskRoute | None] = {}
+        self._static: dict[tuple[str, str], StaticScore] = {}
+        self._unknown: dict[tuple[str, str], StaticScore] = {}
+        for route in (None, *catalog.tasks):
+            for name, tool in catalog.names():
+                self._static[(route.name if route else UNROUTED, name)] = self._score_known(route, tool)
+
+    @property
+    def uses_resource(self) -> bool:
+        """Whether any route matches on attributes other than the agent name."""
+        return bool(self._route_keys)
+
+    def route(self, agent: str | None = None, attributes: Mapping[str, Any] | None = None,
+              resource: Mapping[str, Any] | None = None) -> TaskRoute | None:
+        """The first task route matching the call's agent and span/resource attributes (cached)."""
+        attributes = attributes or {}
+        resource = resource or {}
+        key = (agent, *(attributes.get(k, resource.get(k)) for k in self._route_keys))
+        try:
+            return self._route_cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable attribute value: match without the cache
+            return self._match(agent, attributes, resource)
+        route = self._match(agent, attributes, resource)
+        if len(self._route_cache) >= _ROUTE_CACHE_LIMIT:
+            self._route_cache.clear()
+        self._route_cache[key] = route
+        return route
+
+    def _match(self, agent: str | None, attributes: Mapping[str, Any], resource: Mapping[str, Any]) -> TaskRoute | None:
+        lookup: Callable[[str], Any] = lambda k: agent if k == c.GEN_AI_AGENT_NAME else attributes.get(k, resource.get(k))  # noqa: E731
+        return next((r for r in self.catalog.tasks if r.matches(lookup)), None)
+
+    def static_score(self, tool_name: str, route: TaskRoute | None) -> StaticScore:
+        task = route.name if route else UNROUTED
+        static = self._static.get((task, tool_name))
+        if static is None:
+            static = self._unknown.get((task, tool_name))
+            if static is None:
+                static = self._remember_unknown(task, tool_name, route)
+        return static
+
+    def _remember_unknown(self, task: str, name: str, route: TaskRoute | None) -> StaticScore:
+        """Unknown tools get a cached static score too, up to a cap; past it they share one."""
+        if len(self._unknown) >= _UNKNOWN_LIMIT:
+            name = UNKNOWN_OVERFLOW
+            if (task, name) in self._unknown:
+                return self._unknown[(task, name)]
+        static = self._unknown[(task, name)] = self._score_unknown(name, route)
+        return static
+
+    def score(self, record: ToolCallRecord, route: TaskRoute | None) -> CallScore:
+        static = self.static_score(record.name, route)
+        duration = record.duration_s
+        outcome = ERROR if record.error is not None else static.outcome
+        excess_latency = 0.0
+        if duration is not None and static.optimal_latency_s is not None and static.tool != static.optimal_tool:
+            excess_latency = max(0.0, duration - static.optimal_latency_s)
+        slo_exceeded = duration is not None and static.latency_slo_s is not None and duration > static.latency_slo_s
+        return CallScore(static, outcome, duration, excess_latency, slo_exceeded, record.error)
+
+    def _score_known(self, route: TaskRoute | None, tool: Tool) -> StaticScore:
+        if route is None:  # unrouted: generous, the best score over the tool's capabilities
+            candidates = [self._against(None, tool, best_tool(self.catalog.tools_with(cap), self.default_profile))
+                          for cap in tool.capabilities]
+            return max(candidates, key=lambda s: (s.efficiency, s.optimal_tool == tool.name))
+        profile = self.catalog.profile(route.profile) if route.profile else self.default_profile
+        optimal = self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
+        return self._against(route, tool, optimal)
+
+    def _against(self, route: TaskRoute | None, tool: Tool, optimal: Tool) -> StaticScore:
+        profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
+        cost = ratio_score(tool.cost_usd, optimal.cost_usd)
+        latency = ratio_score(tool.latency_ms, optimal.latency_ms)
+        efficiency = weighted_score(cost, latency, profile.cost_weight, profile.latency_weight)
+        fit = None
+        if route is not None and route.complexity is not None:
+            fit = complexity_score(route.complexity, tool.complexity)
+            efficiency *= fit
+        verdict = self.thresholds.verdict(efficiency)
+        if tool.name == optimal.name:
+            outcome = OPTIMAL
+        elif (route is not None and tool.name in route.acceptable_tools) or verdict == "pass":
+            outcome = ACCEPTABLE
+        else:
+            outcome = SUBOPTIMAL
+        reason = selection_reason(outcome, tool.name, optimal.name, cost, latency)
+        mismatch = complexity_mismatch(route.complexity, tool.complexity) if fit is not None else None
+        if mismatch:
+            reason = f"{mismatch}. {reason}"
+        return StaticScore(
+            tool=tool.name,
+            task=route.name if route else UNROUTED,
+            profile=profile.name,
+            optimal_tool=optimal.name,
+            known=True,
+            cost_score=cost,
+            latency_score=latency,
+            complexity_score=fit,
+            efficiency=efficiency,
+            outcome=outcome,
+            verdict=verdict,
+            threshold=self.thresholds.fail,
+            cost_usd=tool.cost_usd,
+            excess_cost_usd=max(0.0, tool.cost_usd - optimal.cost_usd),
+            expected_latency_s=tool.latency_ms / 1000,
+            optimal_latency_s=optimal.latency_ms / 1000,
+            latency_slo_s=tool.latency_slo_ms / 1000 if tool.latency_slo_ms else None,
+            reason=reason,
+        )
+
+    def _score_unknown(self, name: str, route: TaskRoute | None) -> StaticScore:
+        profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
+        optimal = None
+        if route is not None:
+            optimal = self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
+        return StaticScore(
+            tool=name, task=route.name if route else UNROUTED, profile=profile.name,
+            optimal_tool=optimal.name if optimal else "", known=False,
+            cost_score=0.0, latency_score=0.0, complexity_score=0.0 if route and route.complexity else None,
+            efficiency=0.0, outcome=UNKNOWN_TOOL, verdict=self.thresholds.verdict(0.0), threshold=self.thresholds.fail,
+            cost_usd=0.0, excess_cost_usd=0.0, expected_latency_s=None,
+            optimal_latency_s=optimal.latency_ms / 1000 if optimal else None, latency_slo_s=None,
+            reason=f"Unknown tool '{name}': not in the catalog {self.catalog.source}.",
+        )
