@@ -9,7 +9,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog, CatalogError, load_catalog
+from .exporter import AgentEvalSpanExporter
+from .install import install
+from .processor import AgentEvalSpanProcessor
 from .recognize import ToolCallRecord, tool_call_from_span
+from .scoring import CallScore
 
 if TYPE_CHECKING:
     from .deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
@@ -20,11 +24,15 @@ _LAZY = {
 }
 
 __all__ = [
+    "AgentEvalSpanExporter",
+    "AgentEvalSpanProcessor",
+    "CallScore",
     "Catalog",
     "CatalogError",
     "ContextualComplexityMetric",
     "ToolCallRecord",
     "ToolEfficiencyMetric",
+    "install",
     "load_catalog",
     "tool_call_from_span",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -22,8 +22,8 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
 from .enrich import Enricher
 from .prometheus import ToolMetrics
-from .recognize import agent_name_of, attribute_dict, convention_of, custom_convention, read_tool_call
-from .scoring import Scorer
+from .recognize import ToolCallRecord, agent_name_of, attribute_dict, convention_of, custom_convention, read_tool_call
+from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     (a broken file raises `CatalogError` here, before the app runs). `forward_to` is the
     processor that should export spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`):
     it receives every span, tool spans as enriched copies with `agent_eval.*` attributes
-    and a `gen_ai.evaluation.result` event.
+    and a `gen_ai.evaluation.result` event. `on_call(record, score)` is called for each
+    scored call (on the ending thread: keep it quick; its exceptions are caught and counted).
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         max_unknown_tools: int = 20,
         max_agents: int = 100,
         max_open_traces: int = 10_000,
+        on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
     ) -> None:
         self.catalog = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
         self.scorer = Scorer(self.catalog, profile=profile, environment=environment)
@@ -115,6 +117,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._ignored = self.metrics.ignored.bump
         self._logged: set[tuple[str, type]] = set()
         self._shutdown = False
+        self.on_call = on_call
+        self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
 
     # -- SpanProcessor ----------------------------------------------------------------
 
@@ -153,27 +157,46 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._failed("forward on_end", exc, "forward_errors")
 
     def _score(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> ReadableSpan:
+        record, score = self.score_tool_span(span, attrs, convention)
+        if self._enricher is None:
+            return span
+        try:
+            return self._enricher.enrich(span, attrs, score, record.agent)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("enrich", exc, "enrichments_dropped")
+            return span
+
+    def score_tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> tuple[ToolCallRecord, CallScore]:
+        """Read, route and score one tool span, account it in the metrics and tell `on_call`."""
         record = read_tool_call(span, attrs, convention)
         if record.problems:
             self.metrics.count("malformed_tool_spans")
             self._log_problem(record.name, record.problems)
-        agent = record.agent or self.agents.current(record.trace_id)
+        if record.agent is None:
+            record.agent = self.agents.current(record.trace_id)
         resource = getattr(span.resource, "attributes", None) if self.scorer.uses_resource else None
-        route = self.scorer.route(agent, attrs, resource)
-        score = self.scorer.score(record, route)
-        self.metrics.record(score, agent, record.trace_id)
-        if self._enricher is None:
-            return span
-        try:
-            return self._enricher.enrich(span, attrs, score, agent)
-        except Exception as exc:  # noqa: BLE001
-            self._failed("enrich", exc, "enrichments_dropped")
-            return span
+        score = self.scorer.score(record, self.scorer.route(record.agent, attrs, resource))
+        self.metrics.record(score, record.agent, record.trace_id)
+        if self.on_call is not None:
+            try:
+                self.on_call(record, score)
+            except Exception as exc:  # noqa: BLE001
+                self._failed("on_call callback", exc)
+        return record, score
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
+        """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
+        self._closers.append(close)
 
     def shutdown(self) -> None:
         if self._shutdown:
             return
         self._shutdown = True
+        for close in self._closers:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001
+                self._failed("shutdown", exc)
         if self.forward_to is not None:
             try:
                 self.forward_to.shutdown()

@@ -75,6 +75,10 @@ class Scorer:
     """Scores tool calls against one catalog, profile and environment."""
 
     def __init__(self, catalog: Catalog, *, profile: str | None = None, environment: str | None = None) -> None:
+        if profile is not None and profile not in catalog.profiles:
+            raise ValueError(f"unknown profile {profile!r}; {catalog.source} has: {', '.join(catalog.profiles)}")
+        if environment is not None and environment not in catalog.thresholds:
+            raise ValueError(f"unknown environment {environment!r}; {catalog.source} has: {', '.join(catalog.thresholds)}")
         self.catalog = catalog
         self.default_profile = catalog.profile(profile)
         self.thresholds = catalog.thresholds_for(environment)

@@ -1,0 +1,92 @@
+"""install() and OTEL_AGENT_EVAL_* settings: explicit beats environment beats default; bad values are logged."""
+from __future__ import annotations
+
+import logging
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+from otel_agent_eval import CatalogError, install
+from otel_agent_eval.settings import ENV_VARS, Settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_settings_from_env_parse_and_fall_back(caplog):
+    env = {"OTEL_AGENT_EVAL_METRICS_PORT": "9999", "OTEL_AGENT_EVAL_ENRICH": "off", "OTEL_AGENT_EVAL_WINDOW_SECONDS": "-5",
+           "OTEL_AGENT_EVAL_MAX_AGENTS": "lots", "OTEL_AGENT_EVAL_PROFILE": "cost_critical"}
+    with caplog.at_level(logging.WARNING):
+        settings = Settings.from_env(env)
+    assert (settings.metrics_port, settings.enrich, settings.profile) == (9999, False, "cost_critical")
+    assert (settings.window_seconds, settings.max_agents) == (300.0, 100)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("OTEL_AGENT_EVAL_WINDOW_SECONDS='-5' (expected a positive number); using the default 300.0" in m for m in messages)
+    assert any("OTEL_AGENT_EVAL_MAX_AGENTS='lots'" in m for m in messages)
+    assert Settings.from_env({"OTEL_AGENT_EVAL_METRICS_PORT": "70000"}).metrics_port == 9464
+
+
+def test_every_env_var_is_in_the_readme_table():
+    text = README.read_text()
+    for var in ENV_VARS:
+        assert re.search(rf"\|\s*`{var.name}`\s*\|", text), f"{var.name} missing from the README table"
+
+
+def test_install_uses_env_catalog_profile_and_environment(tmp_path, monkeypatch):
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("tools:\n  lookup: {cost_usd: 0.001, latency_ms: 20, capabilities: [s], complexity: simple}\n")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_CATALOG", str(catalog))
+    monkeypatch.setenv("OTEL_AGENT_EVAL_ENVIRONMENT", "development")
+    processor = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics=False)
+    assert list(processor.catalog.tools) == ["lookup"]
+    assert processor.scorer.thresholds.environment == "development"
+    explicit = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics=False, environment="staging")
+    assert explicit.scorer.thresholds.environment == "staging"
+
+
+def test_broken_env_catalog_is_logged_and_the_default_used(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("tools: {x: {cost_usd: -1, latency_ms: 1, capabilities: [a], complexity: simple}}\n")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_CATALOG", str(broken))
+    monkeypatch.setenv("OTEL_AGENT_EVAL_PROFILE", "thrifty")
+    with caplog.at_level(logging.WARNING):
+        processor = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics=False)
+    assert "web_search" in processor.catalog.tools
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "broken.yaml:1: tools.x.cost_usd: must be >= 0" in messages
+    assert "OTEL_AGENT_EVAL_PROFILE='thrifty' is not in the catalog" in messages
+
+
+def test_explicit_broken_catalog_raises(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("tools: 3\n")
+    with pytest.raises(CatalogError):
+        install(broken, tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics=False)
+
+
+def test_busy_metrics_port_is_logged_and_scoring_goes_on(caplog):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        provider = TracerProvider()
+        with caplog.at_level(logging.ERROR):
+            processor = install(tracer_provider=provider, registry=CollectorRegistry(), port=port)
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in caplog.text
+    provider.get_tracer("t").start_span("x", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search"}).end()
+    assert processor.metrics.registry.get_sample_value("agent_eval_processor_spans_scored_total") == 1
+
+
+def test_shutdown_stops_the_metrics_endpoint():
+    import urllib.error
+    import urllib.request
+
+    processor = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), port=0)
+    host, port = processor.metrics_address
+    assert urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).status == 200
+    processor.shutdown()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2)
