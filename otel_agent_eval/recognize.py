@@ -141,6 +141,12 @@ class ToolCallRecord:
             self._arguments = _parse_arguments(self._raw_arguments, self.convention, self.problems)
         return self._arguments
 
+    input_parameters = arguments  # the deepeval ToolCall spelling, so records score like ToolCalls
+
+    @property
+    def type(self) -> str | None:
+        return self.tool_type
+
     @property
     def parameters_schema(self) -> dict[str, Any] | None:
         """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`)."""

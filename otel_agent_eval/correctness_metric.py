@@ -1,0 +1,128 @@
+"""deepeval metric wrapping :mod:`otel_agent_eval.correctness`: no model, no API key."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from deepeval.metrics import BaseMetric
+from deepeval.metrics.indicator import metric_progress_indicator
+from deepeval.metrics.utils import construct_verbose_logs, prepare_measure
+from deepeval.test_case import LLMTestCase, SingleTurnParams, ToolCallParams
+
+from otel_agent_eval.correctness import tool_correctness
+
+__all__ = ["DeterministicToolCorrectnessMetric"]
+
+#: Shown where deepeval prints the judge model ("using ... strict=...").
+EVALUATION_MODEL = "none (deterministic)"
+#: deepeval takes min(tool-calling score, tool-selection score); without
+#: ``available_tools`` the selection score is this constant.
+_TOOL_SELECTION_SCORE = 1.0
+
+
+class DeterministicToolCorrectnessMetric(BaseMetric):
+    """deepeval's ``ToolCorrectnessMetric`` without its LLM: same scores, no model or key.
+
+    >>> from deepeval.test_case import LLMTestCase, ToolCall
+    >>> metric = DeterministicToolCorrectnessMetric(should_consider_ordering=True)
+    >>> case = LLMTestCase(
+    ...     input="Find the docs",
+    ...     expected_tools=[ToolCall(name="WebSearch"), ToolCall(name="ToolQuery"), ToolCall(name="WebSearch")],
+    ...     tools_called=[ToolCall(name="WebSearch"), ToolCall(name="WebSearch"), ToolCall(name="ToolQuery")],
+    ... )
+    >>> round(metric.measure(case, _show_indicator=False), 4), metric.is_successful()
+    (0.6667, True)
+
+    It scores only ``tools_called`` against ``expected_tools`` (deepeval's
+    ``available_tools`` tool-selection check needs an LLM and is not offered). Constructor
+    arguments are stored under their own names because ``deepeval.evaluate`` copies a
+    metric by passing its attributes back to ``__init__``.
+    """
+
+    _required_params: list[SingleTurnParams] = [
+        SingleTurnParams.INPUT,
+        SingleTurnParams.TOOLS_CALLED,
+        SingleTurnParams.EXPECTED_TOOLS,
+    ]
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        evaluation_params: Sequence[ToolCallParams] = (),
+        include_reason: bool = True,
+        strict_mode: bool = False,
+        verbose_mode: bool = False,
+        should_exact_match: bool = False,
+        should_consider_ordering: bool = False,
+    ) -> None:
+        self.threshold = 1 if strict_mode else threshold
+        self.evaluation_params = list(evaluation_params)
+        self.include_reason = include_reason
+        self.strict_mode = strict_mode
+        self.verbose_mode = verbose_mode
+        self.should_exact_match = should_exact_match
+        self.should_consider_ordering = should_consider_ordering
+        self.evaluation_model = EVALUATION_MODEL
+        self.async_mode = False  # nothing to await; deepeval runs it inline
+        self.using_native_model = False  # no model: cost and tokens stay None
+
+    def measure(
+        self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False, **_: Any
+    ) -> float:
+        """Score ``test_case.tools_called`` against ``test_case.expected_tools``.
+
+        Extra keywords (deepeval's runners pass progress-bar hints to some metrics) are ignored.
+        """
+        with metric_progress_indicator(self, _show_indicator=_show_indicator, _in_component=_in_component):
+            return self._score(test_case)
+
+    async def a_measure(
+        self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False, **_: Any
+    ) -> float:
+        """Same as :meth:`measure`; deepeval's async runners call this one."""
+        with metric_progress_indicator(
+            self, async_mode=True, _show_indicator=_show_indicator, _in_component=_in_component
+        ):
+            return self._score(test_case)
+
+    def is_successful(self) -> Optional[bool]:
+        """deepeval's rule: an error fails, otherwise ``score >= threshold``."""
+        if self.threshold is None:
+            self.success = None
+        elif self.error is not None or self.score is None:
+            self.success = False
+        else:
+            self.success = self.score >= self.threshold
+        return self.success
+
+    @property
+    def __name__(self) -> str:  # type: ignore[override]
+        return "Tool Correctness (deterministic)"
+
+    def _score(self, test_case: LLMTestCase) -> float:
+        """Validate like deepeval, score, then apply its tool-selection min and strict mode."""
+        prepare_measure(self, test_case)  # MissingTestCaseParamsError when tools are None
+        result = tool_correctness(
+            test_case.tools_called,
+            test_case.expected_tools,
+            exact_match=self.should_exact_match,
+            consider_ordering=self.should_consider_ordering,
+            input_parameters=ToolCallParams.INPUT_PARAMETERS in self.evaluation_params,
+            output=ToolCallParams.OUTPUT in self.evaluation_params,
+        )
+        score = min(result.score, _TOOL_SELECTION_SCORE)
+        strict_fail = self.strict_mode and score < self.threshold
+        self.score = 0 if strict_fail else score
+        self.reason = None
+        if self.include_reason:
+            self.reason = result.reason + (" Strict mode: below 1, so scored 0." if strict_fail else "")
+        self.success = self.is_successful()
+        self.verbose_logs = construct_verbose_logs(
+            self,
+            steps=[
+                f"Expected Tools: {test_case.expected_tools!r}",
+                f"Tools Called: {test_case.tools_called!r}",
+                f"Final Score: {self.score}\nFinal Reason: {self.reason}",
+            ],
+        )
+        return self.score
