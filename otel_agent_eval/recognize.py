@@ -198,7 +198,7 @@ def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
 def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None) -> _Convention | None:
     """The convention under which these attributes describe a tool call, or None."""
     if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL:
-        return GENAI
+        return OPENLLMETRY if c.TRACELOOP_SPAN_KIND in attrs else GENAI  # OpenLLMetry sets both
     if attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_TOOL:
         return OPENINFERENCE
     if attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_TOOL:
