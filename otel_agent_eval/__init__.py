@@ -12,13 +12,17 @@ from .catalog import Catalog, CatalogError, load_catalog
 from .exporter import AgentEvalSpanExporter
 from .install import install
 from .processor import AgentEvalSpanProcessor
-from .recognize import ToolCallRecord, tool_call_from_span
+from .recognize import LLMCall, ToolCallRecord, tool_call_from_span
+from .run_eval import RunEvaluation
+from .runs import AgentRun
 from .scoring import CallScore
 
 if TYPE_CHECKING:
+    from .correctness_metric import DeterministicToolCorrectnessMetric
     from .deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
 
 _LAZY = {
+    "DeterministicToolCorrectnessMetric": ".correctness_metric",
     "ToolEfficiencyMetric": ".deepeval_metrics",
     "ContextualComplexityMetric": ".deepeval_metrics",
 }
@@ -26,10 +30,14 @@ _LAZY = {
 __all__ = [
     "AgentEvalSpanExporter",
     "AgentEvalSpanProcessor",
+    "AgentRun",
     "CallScore",
     "Catalog",
     "CatalogError",
     "ContextualComplexityMetric",
+    "DeterministicToolCorrectnessMetric",
+    "LLMCall",
+    "RunEvaluation",
     "ToolCallRecord",
     "ToolEfficiencyMetric",
     "install",

@@ -16,9 +16,12 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from . import conventions as c
+from .runs import AgentRun
 from .scoring import CallScore, StaticScore
 
 EVALUATION_NAME = "agent_eval.tool_efficiency"
+RUN = c.AGENT_EVAL_PREFIX + "run."
+TOOL_CORRECTNESS_PASS = 0.5  # deepeval ToolCorrectnessMetric's default threshold
 A = c.AGENT_EVAL_PREFIX
 # The agent_eval.* attributes an enriched tool span carries.
 EFFICIENCY_SCORE, COST_SCORE, LATENCY_SCORE, COMPLEXITY_SCORE = A + "efficiency_score", A + "cost_score", A + "latency_score", A + "complexity_score"
@@ -88,6 +91,42 @@ class Enricher:
                     self._static.clear()
                 self._static[static] = cached
         return cached
+
+
+def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float) -> EnrichedSpan:
+    """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric."""
+    e = run.evaluation
+    extra: dict[str, Any] = {
+        RUN + "outcome": e.outcome, RUN + "completion_reason": e.completion_reason, RUN + "task": run.task,
+        RUN + "tool_calls": len(run.tool_calls) + run.calls_dropped, RUN + "llm_calls": len(run.llm_calls),
+        RUN + "redundant_calls": len(e.redundant_calls), RUN + "spurious_calls": len(e.spurious_calls),
+        RUN + "over_budget": e.over_budget, RUN + "cost_usd": e.cost_usd, RUN + "tool_cost_usd": e.tool_cost_usd,
+        RUN + "llm_cost_usd": e.llm_cost_usd, RUN + "health_score": e.health,
+    }
+    if run.agent:
+        extra[RUN + "agent"] = run.agent
+    for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity"):
+        value = getattr(e, name)
+        if value is not None:
+            extra[RUN + name] = value
+    if e.unpriced_models:
+        extra[RUN + "unpriced_models"] = list(e.unpriced_models)
+    events = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason, span),
+              _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
+                          f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).", span)]
+    if e.tool_correctness is not None:
+        events.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
+                                  f"Expected tools called: {e.tool_correctness:.2f}.", span))
+    return EnrichedSpan(span, {**(span.attributes or {}), **extra}, (*span.events, *events))
+
+
+def _evaluation(name: str, score: float, passed: bool, explanation: str, span: ReadableSpan) -> Event:
+    return Event(c.GEN_AI_EVALUATION_RESULT, {
+        c.GEN_AI_EVALUATION_NAME: name,
+        c.GEN_AI_EVALUATION_SCORE_VALUE: score,
+        c.GEN_AI_EVALUATION_SCORE_LABEL: "pass" if passed else "fail",
+        c.GEN_AI_EVALUATION_EXPLANATION: explanation,
+    }, span.end_time)
 
 
 def static_attributes(static: StaticScore) -> dict[str, Any]:

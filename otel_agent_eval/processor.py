@@ -1,17 +1,16 @@
-"""The span processor: scores tool calls as their spans end and forwards enriched copies.
+"""The span processor: scores tool calls as their spans end, assembles agent runs, forwards enriched copies.
 
     >>> provider.add_span_processor(AgentEvalSpanProcessor(
     ...     "catalog.yaml", registry=registry,
     ...     forward_to=BatchSpanProcessor(OTLPSpanExporter())))
 
 It runs inside `span.end()` of someone else's app, so it never raises, never blocks
-on I/O, and keeps its per-span work to a few dict look-ups for spans that are not
-tool calls. Failures are logged once per kind and counted in self-metrics.
+on I/O, and keeps its per-span work to a few dict look-ups for spans that are neither
+tool calls nor part of an agent run. Failures are logged once per kind and counted.
 """
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,72 +19,29 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
-from .enrich import Enricher
-from .prometheus import ToolMetrics
-from .recognize import ToolCallRecord, agent_name_of, attribute_dict, convention_of, custom_convention, read_tool_call
+from .enrich import Enricher, enrich_run
+from .prometheus import EvalMetrics
+from .recognize import (ToolCallRecord, agent_name_of, attribute_dict, convention_of, custom_convention,
+                        llm_call_of, read_tool_call)
+from .run_eval import RunEvaluator
+from .runs import AgentRun, ClosedRun, Pending, RunTracker
 from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
 
 
-class OpenAgents:
-    """Agent spans still open, per trace: tells a tool span which agent it runs under.
-
-    The innermost (most recently started) open agent of the trace wins, which is right
-    for nested and sequential agents. Bounded: past `limit` traces the oldest is dropped.
-    """
-
-    def __init__(self, limit: int = 10_000) -> None:
-        self._by_trace: dict[int, list[tuple[int, str]]] = {}
-        self._open: dict[int, int] = {}  # agent span id -> trace id
-        self._limit = limit
-        self._lock = threading.Lock()
-        self.evicted = 0
-
-    def started(self, trace_id: int, span_id: int, name: str) -> None:
-        with self._lock:
-            stack = self._by_trace.get(trace_id)
-            if stack is None:
-                if len(self._by_trace) >= self._limit:
-                    oldest = next(iter(self._by_trace))
-                    for sid, _ in self._by_trace.pop(oldest):
-                        self._open.pop(sid, None)
-                    self.evicted += 1
-                stack = self._by_trace[trace_id] = []
-            stack.append((span_id, name))
-            self._open[span_id] = trace_id
-
-    def ended(self, span_id: int) -> None:
-        if span_id not in self._open:
-            return
-        with self._lock:
-            trace_id = self._open.pop(span_id, None)
-            stack = self._by_trace.get(trace_id) if trace_id is not None else None
-            if stack is not None:
-                stack[:] = [entry for entry in stack if entry[0] != span_id]
-                if not stack:
-                    del self._by_trace[trace_id]
-
-    def current(self, trace_id: int) -> str | None:
-        stack = self._by_trace.get(trace_id)
-        try:
-            return stack[-1][1] if stack else None
-        except IndexError:  # emptied by another thread meanwhile
-            return None
-
-    def __len__(self) -> int:
-        return len(self._by_trace)
-
-
 class AgentEvalSpanProcessor(SpanProcessor):
-    """Scores every tool-call span against a catalog; exports Prometheus metrics and enriched spans.
+    """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics
+    and enriched spans.
 
     `catalog` is a `Catalog`, a path to a catalog file, or None for the packaged default
     (a broken file raises `CatalogError` here, before the app runs). `forward_to` is the
     processor that should export spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`):
     it receives every span, tool spans as enriched copies with `agent_eval.*` attributes
-    and a `gen_ai.evaluation.result` event. `on_call(record, score)` is called for each
-    scored call (on the ending thread: keep it quick; its exceptions are caught and counted).
+    and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
+    `on_call(record, score)` and `on_run(run)` are called for each scored call and finished
+    run (on the ending thread: keep them quick; their exceptions are caught and counted).
+    `run_validator(run) -> bool` adds your own task-completion check.
     """
 
     def __init__(
@@ -102,22 +58,30 @@ class AgentEvalSpanProcessor(SpanProcessor):
         max_unknown_tools: int = 20,
         max_agents: int = 100,
         max_open_traces: int = 10_000,
+        max_calls_per_run: int = 1_000,
+        run_ttl_s: float = 600.0,
         on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
+        on_run: Callable[[AgentRun], None] | None = None,
+        run_validator: Callable[[AgentRun], bool] | None = None,
     ) -> None:
         self.catalog = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
         self.scorer = Scorer(self.catalog, profile=profile, environment=environment)
-        self.metrics = ToolMetrics(registry=registry, catalog=self.catalog, window_s=window_s,
+        self.evaluator = RunEvaluator(self.catalog, validator=run_validator)
+        self.metrics = EvalMetrics(registry=registry, catalog=self.catalog, window_s=window_s,
                                    max_unknown_tools=max_unknown_tools, max_agents=max_agents)
+        self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s)
+        self.metrics.closed_early = self.runs.closed_early
         self.forward_to = forward_to
+        self.on_call = on_call
+        self.on_run = on_run
         self._enricher = Enricher() if enrich and forward_to is not None else None
         mapping = attribute_mapping or self.catalog.attribute_mapping
         self._custom = custom_convention(mapping) if mapping else None
-        self.agents = OpenAgents(max_open_traces)
+        self._defer_unrouted = any("gen_ai.agent.name" in route.match for route in self.catalog.tasks)
         self._seen = self.metrics.seen.bump
         self._ignored = self.metrics.ignored.bump
         self._logged: set[tuple[str, type]] = set()
         self._shutdown = False
-        self.on_call = on_call
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
 
     # -- SpanProcessor ----------------------------------------------------------------
@@ -127,7 +91,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             name = agent_name_of(attribute_dict(span), span.name)
             if name is not None:
                 context = span.context
-                self.agents.started(context.trace_id, context.span_id, name)
+                self.runs.agent_started(context.trace_id, context.span_id, name, span.start_time)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_start", exc)
         if self.forward_to is not None:
@@ -137,27 +101,60 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._failed("forward on_start", exc, "forward_errors")
 
     def on_end(self, span: ReadableSpan) -> None:
-        forward = span
+        forward: list[ReadableSpan] = [span]
         try:
             self._seen()
             attrs = attribute_dict(span)
             convention = convention_of(attrs, self._custom)
-            if convention is None:
-                self._ignored()
-                if self.agents._open:
-                    self.agents.ended(span.context.span_id)
+            if convention is not None:
+                forward = self._tool_span(span, attrs, convention)
             else:
-                forward = self._score(span, attrs, convention)
+                self._ignored()
+                if self.runs:
+                    forward = self._other_span(span, attrs)
+                else:
+                    llm = llm_call_of(attrs)
+                    if llm is not None:
+                        self.runs.add_llm(span.context.trace_id, llm._replace(span_id=span.context.span_id))
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_end", exc)
-        if self.forward_to is not None:
-            try:
-                self.forward_to.on_end(forward)
-            except Exception as exc:  # noqa: BLE001
-                self._failed("forward on_end", exc, "forward_errors")
+        self._forward(forward)
 
-    def _score(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> ReadableSpan:
-        record, score = self.score_tool_span(span, attrs, convention)
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> list[ReadableSpan]:
+        record = read_tool_call(span, attrs, convention)
+        if record.agent is None:
+            record.agent = self.runs.agent_of(record.trace_id)
+            parent = span.parent
+            if (record.agent is None and self._defer_unrouted and parent is not None and not parent.is_remote
+                    and self.runs.defer(record.trace_id, Pending(span, attrs, record))):
+                return []  # forwarded when its agent is known (at the latest when the trace's root ends)
+        out = [self._scored(span, attrs, record)]
+        if self.runs:
+            out = self._close_runs(span, attrs, out)
+        return out
+
+    def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
+        llm = llm_call_of(attrs)
+        if llm is not None:
+            self.runs.add_llm(span.context.trace_id, llm._replace(span_id=span.context.span_id))
+        return self._close_runs(span, attrs, [span])
+
+    def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], out: list[ReadableSpan]) -> list[ReadableSpan]:
+        closed = self.runs.span_ended(span, agent_name_of(attrs, span.name))
+        closed += self.runs.drain_closed_early()
+        if not closed:
+            return out
+        released: list[ReadableSpan] = []
+        for item in closed:
+            released += self._finish_run(item, out)
+        return released + out
+
+    def _scored(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> ReadableSpan:
+        score = self.score_record(span, attrs, record)
+        self.runs.add_call(record.trace_id, record, score)
+        return self._enriched(span, attrs, record, score)
+
+    def _enriched(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord, score: CallScore) -> ReadableSpan:
         if self._enricher is None:
             return span
         try:
@@ -166,14 +163,11 @@ class AgentEvalSpanProcessor(SpanProcessor):
             self._failed("enrich", exc, "enrichments_dropped")
             return span
 
-    def score_tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> tuple[ToolCallRecord, CallScore]:
-        """Read, route and score one tool span, account it in the metrics and tell `on_call`."""
-        record = read_tool_call(span, attrs, convention)
+    def score_record(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> CallScore:
+        """Route and score one tool call, account it in the metrics and tell `on_call`."""
         if record.problems:
             self.metrics.count("malformed_tool_spans")
             self._log_problem(record.name, record.problems)
-        if record.agent is None:
-            record.agent = self.agents.current(record.trace_id)
         resource = getattr(span.resource, "attributes", None) if self.scorer.uses_resource else None
         score = self.scorer.score(record, self.scorer.route(record.agent, attrs, resource))
         self.metrics.record(score, record.agent, record.trace_id)
@@ -182,16 +176,63 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self.on_call(record, score)
             except Exception as exc:  # noqa: BLE001
                 self._failed("on_call callback", exc)
-        return record, score
+        return score
 
-    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
-        """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
-        self._closers.append(close)
+    def score_tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> tuple[ToolCallRecord, CallScore]:
+        """Read and score a tool span outside the span-end path (used by the exporter)."""
+        record = read_tool_call(span, attrs, convention)
+        return record, self.score_record(span, attrs, record)
+
+    def _finish_run(self, closed: ClosedRun, out: list[ReadableSpan]) -> list[ReadableSpan]:
+        """Score the run's held-back calls, evaluate it, record it; enrich its root if it is in `out`."""
+        run, released = closed.run, []
+        if closed.pending:
+            self.metrics.count("deferred_calls_released", len(closed.pending))
+        for pending in closed.pending:
+            pending.record.agent = pending.record.agent or run.agent
+            score = self.score_record(pending.span, pending.attrs, pending.record)
+            run.tool_calls.append(pending.record)
+            run.scores.append(score)
+            released.append(self._enriched(pending.span, pending.attrs, pending.record, score))
+        run.tool_calls.sort(key=lambda r: r.start_ns or 0)
+        route = self.scorer.route(run.agent, run.root_attributes)
+        run.task = route.name if route else ""
+        run.evaluation = self.evaluator.evaluate(run, route)
+        self.metrics.record_run(run)
+        if self.on_run is not None:
+            try:
+                self.on_run(run)
+            except Exception as exc:  # noqa: BLE001
+                self._failed("on_run callback", exc)
+        if self._enricher is not None and closed.root is not None:
+            for i, span in enumerate(out):
+                if span.context.span_id == closed.root.context.span_id:
+                    try:
+                        out[i] = enrich_run(span, run, 100 * self.scorer.thresholds.fail)
+                    except Exception as exc:  # noqa: BLE001
+                        self._failed("enrich run", exc, "enrichments_dropped")
+        return released
+
+    def _forward(self, spans: list[ReadableSpan]) -> None:
+        if self.forward_to is None:
+            return
+        for span in spans:
+            try:
+                self.forward_to.on_end(span)
+            except Exception as exc:  # noqa: BLE001
+                self._failed("forward on_end", exc, "forward_errors")
 
     def shutdown(self) -> None:
         if self._shutdown:
             return
         self._shutdown = True
+        try:
+            released: list[ReadableSpan] = []
+            for closed in self.runs.close_all():
+                released += self._finish_run(closed, [])
+            self._forward(released)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("shutdown", exc)
         for close in self._closers:
             try:
                 close()
@@ -211,6 +252,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001
             self._failed("forward force_flush", exc, "forward_errors")
             return False
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
+        """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
+        self._closers.append(close)
 
     # -- self-observation -------------------------------------------------------------
 

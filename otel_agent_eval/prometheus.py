@@ -5,7 +5,7 @@ feeds a dozen values, so the `span.end()` path only bumps a few counters under o
 Everything fixed by the catalog (scores, costs, verdicts) is stored once per
 `StaticScore` and multiplied out by its call count when Prometheus scrapes.
 
-    >>> metrics = ToolMetrics(registry=CollectorRegistry())
+    >>> metrics = EvalMetrics(registry=CollectorRegistry())
     >>> metrics.record(call_score, agent="support_agent", trace_id=span.context.trace_id)
     >>> serve(metrics.registry, port=9464)            # or mount make_wsgi_app(registry)
 """
@@ -24,7 +24,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.samples import Exemplar
 
 from .catalog import Catalog
-from .histogram import DURATION_BUCKETS_S, BucketCounts
+from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .scoring import CallScore, StaticScore
 from .window import SlidingQuantiles
 
@@ -32,6 +32,8 @@ TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
 OTHER = "_other_"  # label value that absorbs names past the cardinality caps
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
 QUANTILES = (0.5, 0.95, 0.99)
+CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
+HEALTH_BUCKETS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, math.inf)
 DIMENSIONS = ("efficiency", "cost", "latency", "complexity")
 
 # Self-metrics: how the processor itself is doing.
@@ -44,6 +46,9 @@ SELF_COUNTERS = {
     "forward_errors": "Exceptions raised by the forwarded span processor.",
     "internal_errors": "Exceptions caught inside the processor (see the log).",
     "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
+    "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
+    "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
+    "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
 }
 
 
@@ -74,8 +79,25 @@ class _Series:
         self.slo_violations = 0
 
 
-class ToolMetrics:
-    """Collects scored tool calls and exposes them as Prometheus metrics (a registry collector)."""
+class _RunSeries:
+    """Accumulators for the runs of one (agent, task) pair."""
+
+    __slots__ = ("outcomes", "duration", "cost", "calls", "correctness", "health", "redundant", "spurious", "over_budget")
+
+    def __init__(self) -> None:
+        self.outcomes: Counter[str] = Counter()
+        self.duration = BucketCounts(DURATION_BUCKETS_S)
+        self.cost = BucketCounts(COST_BUCKETS_USD)
+        self.calls = BucketCounts(CALL_COUNT_BUCKETS)
+        self.correctness = BucketCounts(SCORE_BUCKETS)
+        self.health = BucketCounts(HEALTH_BUCKETS)
+        self.redundant: Counter[str] = Counter()
+        self.spurious: Counter[str] = Counter()
+        self.over_budget = 0
+
+
+class EvalMetrics:
+    """Collects scored tool calls and agent runs; exposes them as Prometheus metrics (a registry collector)."""
 
     def __init__(
         self,
@@ -88,6 +110,8 @@ class ToolMetrics:
     ) -> None:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], _Series] = {}
+        self._runs: dict[tuple[str, str], _RunSeries] = {}
+        self.closed_early: Counter[str] = Counter()  # shared with the RunTracker, which counts them
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
         self._unknown_tools: set[str] = set()
@@ -130,26 +154,54 @@ class ToolMetrics:
                 if score.slo_exceeded:
                     series.slo_violations += 1
 
-    def _new_series(self, key: tuple[str, str]) -> _Series:
-        tool, agent = key
-        folded = key
-        if tool not in self._known_tools and tool not in self._unknown_tools:
-            if len(self._unknown_tools) < self._max_unknown_tools:
-                self._unknown_tools.add(tool)
-            else:
-                folded = (OTHER, folded[1])
-        if agent and agent not in self._agents:
-            if len(self._agents) < self._max_agents:
-                self._agents.add(agent)
-            else:
-                folded = (folded[0], OTHER)
-        if folded != key:
-            self.counters["labels_folded"] += 1
-            series = self._series.get(folded)
+    def record_run(self, run: Any) -> None:
+        """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
+        evaluation = run.evaluation
+        trace_hex = format(run.trace_id, "032x") if run.trace_id else None
+        with self._lock:
+            key = (self._agent_label(run.agent or ""), run.task)
+            series = self._runs.get(key)
             if series is None:
-                series = self._series[folded] = _Series(self._window_s)
-        else:
-            series = self._series[key] = _Series(self._window_s)
+                series = self._runs[key] = _RunSeries()
+            series.outcomes[evaluation.outcome] += 1
+            if evaluation.duration_s is not None:
+                series.duration.observe(evaluation.duration_s, trace_hex)
+            series.cost.observe(evaluation.cost_usd, trace_hex)
+            series.calls.observe(len(run.tool_calls) + run.calls_dropped)
+            if evaluation.tool_correctness is not None:
+                series.correctness.observe(evaluation.tool_correctness)
+            series.health.observe(evaluation.health, trace_hex)
+            for tool in evaluation.redundant_calls:
+                series.redundant[self._tool_label(tool)] += 1
+            for tool in evaluation.spurious_calls:
+                series.spurious[self._tool_label(tool)] += 1
+            series.over_budget += evaluation.over_budget
+            self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
+            self.counters["runs_calls_dropped"] += run.calls_dropped
+
+    def _tool_label(self, tool: str) -> str:
+        if tool in self._known_tools or tool in self._unknown_tools:
+            return tool
+        if len(self._unknown_tools) < self._max_unknown_tools:
+            self._unknown_tools.add(tool)
+            return tool
+        self.counters["labels_folded"] += 1
+        return OTHER
+
+    def _agent_label(self, agent: str) -> str:
+        if not agent or agent in self._agents:
+            return agent
+        if len(self._agents) < self._max_agents:
+            self._agents.add(agent)
+            return agent
+        self.counters["labels_folded"] += 1
+        return OTHER
+
+    def _new_series(self, key: tuple[str, str]) -> _Series:
+        folded = (self._tool_label(key[0]), self._agent_label(key[1]))
+        series = self._series.get(folded)
+        if series is None:
+            series = self._series[folded] = _Series(self._window_s)
         return series
 
     # -- scrape side -------------------------------------------------------------
@@ -157,6 +209,7 @@ class ToolMetrics:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             yield from self._tool_families()
+            yield from self._run_families()
             yield from self._self_families()
         yield from self._catalog_families()
 
@@ -208,10 +261,43 @@ class ToolMetrics:
             latency.add_sample("agent_eval_tool_latency_seconds_sum", labels, snap.total_sum)
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
+    def _run_families(self) -> Iterator[Metric]:
+        labels = [AGENT, "task"]
+        runs = CounterMetricFamily("agent_eval_runs", "Agent runs by outcome (completed: root OK, tool errors recovered, validator passed).",
+                                   labels=[*labels, "outcome"])
+        histograms = {
+            "duration": HistogramMetricFamily("agent_eval_run_duration_seconds", "Duration of agent runs.", labels=labels),
+            "cost": HistogramMetricFamily("agent_eval_run_cost_usd", "Cost of agent runs: catalog tool costs plus priced LLM tokens, in USD.", labels=labels),
+            "calls": HistogramMetricFamily("agent_eval_run_tool_calls", "Tool calls per agent run.", labels=labels),
+            "correctness": HistogramMetricFamily("agent_eval_tool_correctness_score", "Tool correctness of runs against the task's expected tools (deepeval semantics, 0-1).", labels=labels),
+            "health": HistogramMetricFamily("agent_eval_run_health_score", "Run health score, 0-100 (completion, tool accuracy, latency, cost).", labels=labels),
+        }
+        redundant = CounterMetricFamily("agent_eval_redundant_tool_calls", "Repeated calls of a tool with the same arguments within a run.", labels=[*labels, TOOL])
+        spurious = CounterMetricFamily("agent_eval_spurious_tool_calls", "Calls of tools outside the task's expected and acceptable tools.", labels=[*labels, TOOL])
+        over_budget = CounterMetricFamily("agent_eval_runs_over_budget", "Runs with more tool calls than the task's max_calls.", labels=labels)
+        for (agent, task), series in self._runs.items():
+            for outcome, n in series.outcomes.items():
+                runs.add_metric([agent, task, outcome], n)
+            for name, family in histograms.items():
+                hist = getattr(series, name)
+                if hist.count:
+                    family.add_metric([agent, task], _le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+            for tool, n in series.redundant.items():
+                redundant.add_metric([agent, task, tool], n)
+            for tool, n in series.spurious.items():
+                spurious.add_metric([agent, task, tool], n)
+            over_budget.add_metric([agent, task], series.over_budget)
+        yield from (runs, *histograms.values(), redundant, spurious, over_budget)
+
     def _self_families(self) -> Iterator[Metric]:
         values = {**self.counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value}
         for name, doc in SELF_COUNTERS.items():
             yield CounterMetricFamily(f"agent_eval_processor_{name}", doc, value=values.get(name, 0))
+        closed = CounterMetricFamily("agent_eval_processor_runs_closed_early", "Runs closed before their root span ended, by reason (ttl, capacity, shutdown).",
+                                     labels=["reason"])
+        for reason in ("ttl", "capacity", "shutdown"):
+            closed.add_metric([reason], self.closed_early[reason])
+        yield closed
 
     def _catalog_families(self) -> Iterator[Metric]:
         catalog = self.catalog

@@ -208,13 +208,44 @@ def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None) -
     return None
 
 
+class LLMCall(NamedTuple):
+    """One model call in a run: what it cost in tokens, for the run's LLM cost."""
+
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    span_id: int
+
+
+def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
+    """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry)."""
+    if attrs.get(c.GEN_AI_OPERATION_NAME) in c.LLM_OPERATIONS or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+        model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
+        tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
+        tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
+    elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
+        model = attrs.get(c.OI_LLM_MODEL_NAME)
+        tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
+    else:
+        return None
+    return LLMCall(model if isinstance(model, str) and model else None, _tokens(tokens_in), _tokens(tokens_out), span_id)
+
+
+def _tokens(value: Any) -> int:
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        return 0
+    return count if count > 0 else 0
+
+
 def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
     """The agent's name if these attributes mark an agent span (GenAI, OpenInference, OpenLLMetry)."""
     if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_INVOKE_AGENT:
         name = attrs.get(c.GEN_AI_AGENT_NAME)
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
         name = attrs.get(c.OI_AGENT_NAME) or attrs.get(c.GEN_AI_AGENT_NAME)
-    elif attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_AGENT:
+    elif attrs.get(c.TRACELOOP_SPAN_KIND) in (c.TL_KIND_AGENT, c.TL_KIND_WORKFLOW):
         name = attrs.get(c.GEN_AI_AGENT_NAME) or attrs.get(c.TRACELOOP_ENTITY_NAME)
     else:
         return None

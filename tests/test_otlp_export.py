@@ -189,8 +189,14 @@ def test_enriched_tool_spans_reach_the_receiver(connected: tuple[Pipeline, OtlpR
     # non-tool spans arrive unmodified
     assert plain["attributes"] == {"app.step": "format", "app.tokens": 42, "app.ratio": 0.5}
     assert plain["events"] == []
-    assert agent["attributes"] == {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: "support_agent"}
-    assert agent["events"] == []
+    # the agent span is the run's root: its own attributes plus the run's scores and evaluation events
+    original = {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: "support_agent"}
+    assert {k: v for k, v in agent["attributes"].items() if not k.startswith("agent_eval.run.")} == original
+    run = {k.removeprefix("agent_eval.run."): v for k, v in agent["attributes"].items() if k.startswith("agent_eval.run.")}
+    assert (run["outcome"], run["task"], run["tool_calls"], run["spurious_calls"]) == ("completed", "faq", 2, 1)
+    assert run["cost_usd"] == pytest.approx(0.003) and run["tool_correctness"] == 1.0
+    assert [ev["attributes"][c.GEN_AI_EVALUATION_NAME] for ev in agent["events"]] == [
+        "agent_eval.task_completion", "agent_eval.run_health", "agent_eval.tool_correctness"]
 
     assert pipeline.counter("spans_scored") == 2
     assert pipeline.counter("spans_ignored") == 2

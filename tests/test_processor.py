@@ -104,8 +104,9 @@ def test_tool_spans_are_forwarded_enriched_and_others_untouched():
         "gen_ai.evaluation.explanation": enriched.attributes["agent_eval.reason"],
     }
     assert enriched.context == spans["execute_tool web_search"].context
-    agent_span = spans["invoke_agent support_agent"]
-    assert not any(k.startswith("agent_eval.") for k in agent_span.attributes)
+    agent_span = spans["invoke_agent support_agent"]  # the run's root carries run scores only
+    assert not any(k.startswith("agent_eval.") and not k.startswith("agent_eval.run.") for k in agent_span.attributes)
+    assert agent_span.attributes["agent_eval.run.outcome"] == "completed"
     assert enriched.parent.span_id == agent_span.context.span_id
 
 
@@ -195,10 +196,11 @@ def test_bad_constructor_arguments_raise_at_once(tmp_path):
         AgentEvalSpanProcessor(registry=None, profile="thrifty")
 
 
-def test_open_agent_tracking_is_bounded():
+def test_open_runs_are_bounded_and_evictions_counted():
     app = App(max_open_traces=3)
     spans = [app.tracer.start_span("invoke_agent a", attributes={**AGENT, "gen_ai.agent.name": f"a{i}"}) for i in range(10)]
-    assert len(app.processor.agents) == 3 and app.processor.agents.evicted == 7
+    assert len(app.processor.runs) == 3
+    assert app.sample("agent_eval_processor_runs_closed_early_total", reason="capacity") == 7
     for span in spans:
         span.end()
-    assert len(app.processor.agents) == 0
+    assert len(app.processor.runs) == 0

@@ -1,0 +1,218 @@
+"""Run-level evaluation, deterministic: did the task get done, how well were tools called, at what cost.
+
+The metrics are those of the agent-evaluation tutorial (seed 002): task completion, tool call
+accuracy (arguments valid against the tool's JSON Schema, call order), spurious and redundant
+calls, the call budget, tool correctness with deepeval's semantics, cost per run (tools from
+the catalog, LLM tokens priced by the catalog's `models`) and a 0-100 health score with the
+tutorial's weights, renormalised over the parts that are known.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import Catalog, ModelPrice, TaskRoute
+from .correctness import tool_correctness_score
+from .runs import AgentRun
+
+logger = logging.getLogger(__name__)
+
+HEALTH_WEIGHTS = {"completion": 0.30, "tool_accuracy": 0.25, "hallucination_free": 0.25, "latency": 0.10, "cost": 0.10}
+LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
+COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
+_DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
+
+
+@dataclass(frozen=True)
+class RunEvaluation:
+    completed: bool
+    completion_reason: str
+    tool_accuracy: float | None  # mean of argument validity and order accuracy, where known
+    argument_validity: float | None  # share of calls whose arguments pass the tool's JSON Schema
+    order_accuracy: float | None  # expected tools called in order (deepeval's ordered correctness)
+    invalid_calls: tuple[str, ...]  # "tool: why" for calls with invalid arguments
+    spurious_calls: tuple[str, ...]  # tools outside the route's expected/acceptable/optimal set
+    redundant_calls: tuple[str, ...]  # repeats of the same tool with the same arguments
+    over_budget: bool  # more calls than the route's max_calls
+    tool_correctness: float | None  # against the route's expected_tools, deepeval's default semantics
+    tool_cost_usd: float
+    llm_cost_usd: float
+    unpriced_models: tuple[str, ...]  # LLM calls whose model the catalog does not price (not guessed)
+    duration_s: float | None
+    hallucination_free: float | None
+    health: float  # 0-100
+
+    @property
+    def outcome(self) -> str:
+        return "completed" if self.completed else "failed"
+
+    @property
+    def cost_usd(self) -> float:
+        return self.tool_cost_usd + self.llm_cost_usd
+
+
+class RunEvaluator:
+    """Evaluates finished runs against a catalog; schema validators are compiled once per tool.
+
+    `validator(run) -> bool` adds the user's own completion check; `hallucination(run) -> float | None`
+    supplies a hallucination-free score (0-1) when the user has one (e.g. from an LLM judge offline).
+    """
+
+    def __init__(self, catalog: Catalog, *, validator: Callable[[AgentRun], bool] | None = None,
+                 hallucination: Callable[[AgentRun], float | None] | None = None) -> None:
+        self.catalog = catalog
+        self.validator = validator
+        self.hallucination = hallucination
+        self._validators: dict[int, Any] = {}
+
+    def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
+        completed, why = self._completion(run)
+        validity, invalid = self._argument_validity(run)
+        expected = list(route.expected_tools) if route else []
+        called = [_Named(self._canonical(r.name)) for r in run.tool_calls]
+        order = tool_correctness_score(called, [_Named(n) for n in expected], consider_ordering=True) if expected else None
+        known = [v for v in (validity, order) if v is not None]
+        accuracy = sum(known) / len(known) if known else None
+        correctness = tool_correctness_score(called, [_Named(n) for n in expected]) if expected else None
+        llm_cost, unpriced = self._llm_cost(run)
+        tool_cost = sum(score.static.cost_usd for score in run.scores)
+        hallucination_free = self._hallucination_free(run)
+        parts = {
+            "completion": 1.0 if completed else 0.0,
+            "tool_accuracy": accuracy,
+            "hallucination_free": hallucination_free,
+            "latency": max(0.0, 1 - run.duration_s / LATENCY_AT_ZERO_S) if run.duration_s is not None else None,
+            "cost": max(0.0, 1 - (tool_cost + llm_cost) / COST_AT_ZERO_USD),
+        }
+        weighted = [(HEALTH_WEIGHTS[k], v) for k, v in parts.items() if v is not None]
+        health = 100 * sum(w * v for w, v in weighted) / sum(w for w, _ in weighted)
+        return RunEvaluation(
+            completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
+            order_accuracy=order, invalid_calls=invalid, spurious_calls=self._spurious(run, route),
+            redundant_calls=_redundant(run), over_budget=bool(route and route.max_calls and len(run.tool_calls) > route.max_calls),
+            tool_correctness=correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
+            duration_s=run.duration_s, hallucination_free=hallucination_free, health=health,
+        )
+
+    def _completion(self, run: AgentRun) -> tuple[bool, str]:
+        if run.status == "error":
+            return False, f"the run ended with an error: {run.error}"
+        unhandled = _unhandled_errors(run)
+        if unhandled:
+            return False, f"tool errors not recovered by a later successful call: {', '.join(unhandled)}"
+        if self.validator is not None:
+            try:
+                if not self.validator(run):
+                    return False, "the completion validator rejected the run"
+            except Exception as exc:  # noqa: BLE001 - a user hook must not break scoring
+                logger.warning("otel-agent-eval: completion validator raised %s: %s; run counted as failed", type(exc).__name__, exc)
+                return False, f"the completion validator raised {type(exc).__name__}"
+        return True, "root span OK and every tool error recovered" if any(r.error for r in run.tool_calls) else "root span OK, no tool errors"
+
+    def _argument_validity(self, run: AgentRun) -> tuple[float | None, tuple[str, ...]]:
+        checked, invalid = 0, []
+        for record in run.tool_calls:
+            validator = self._validator_for(record)
+            if validator is None:
+                continue
+            checked += 1
+            error = next(iter(validator.iter_errors(record.arguments)), None)
+            if error is not None:
+                where = "/".join(map(str, error.absolute_path))
+                invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
+        return ((checked - len(invalid)) / checked if checked else None), tuple(invalid)
+
+    def _validator_for(self, record: Any) -> Any:
+        tool = self.catalog.tool(record.name)
+        schema = tool.parameters if tool is not None and tool.parameters is not None else record.parameters_schema
+        if not isinstance(schema, Mapping):
+            return None
+        key = id(schema) if tool is not None and schema is tool.parameters else hash(json.dumps(schema, sort_keys=True, default=str))
+        validator = self._validators.get(key)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError:
+                return None  # a span's own schema may be anything; the catalog's were checked at load
+            if len(self._validators) > 1000:
+                self._validators.clear()
+            validator = self._validators[key] = Draft202012Validator(schema)
+        return validator
+
+    def _spurious(self, run: AgentRun, route: TaskRoute | None) -> tuple[str, ...]:
+        if route is None or not (route.expected_tools or route.acceptable_tools):
+            return ()
+        allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
+        return tuple(r.name for r in run.tool_calls if self._canonical(r.name) not in allowed)
+
+    def _canonical(self, name: str) -> str:
+        tool = self.catalog.tool(name)
+        return tool.name if tool is not None else name
+
+    def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...]]:
+        total, unpriced = 0.0, []
+        for call in run.llm_calls:
+            price = price_of(self.catalog.models, call.model)
+            if price is None:
+                unpriced.append(call.model or "unknown")
+                continue
+            total += call.input_tokens / 1000 * price.input_per_1k + call.output_tokens / 1000 * price.output_per_1k
+        return total, tuple(unpriced)
+
+    def _hallucination_free(self, run: AgentRun) -> float | None:
+        if self.hallucination is None:
+            return None
+        try:
+            value = self.hallucination(run)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("otel-agent-eval: hallucination hook raised %s: %s", type(exc).__name__, exc)
+            return None
+        return None if value is None else min(1.0, max(0.0, float(value)))
+
+
+def price_of(models: Mapping[str, ModelPrice], model: str | None) -> ModelPrice | None:
+    """The catalog price of a model, also for a dated snapshot of it (`gpt-4o-mini-2024-07-18`)."""
+    if not model:
+        return None
+    price = models.get(model)
+    if price is not None:
+        return price
+    base = max((m for m in models if model.startswith(m) and _DATED_SUFFIX.match(model, len(m))), key=len, default=None)
+    return models[base] if base else None
+
+
+def _unhandled_errors(run: AgentRun) -> list[str]:
+    """Tools whose last call in the run failed (an error followed by a success of the same tool is handled)."""
+    last: dict[str, bool] = {}
+    for record in run.tool_calls:
+        last[record.name] = record.error is None
+    return [name for name, ok in last.items() if not ok]
+
+
+def _redundant(run: AgentRun) -> tuple[str, ...]:
+    seen: set[tuple[str, str]] = set()
+    repeats = []
+    for record in run.tool_calls:
+        key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
+        if key in seen:
+            repeats.append(record.name)
+        seen.add(key)
+    return tuple(repeats)
+
+
+class _Named:
+    """The least a tool call needs to be compared by name (deepeval's default correctness mode)."""
+
+    __slots__ = ("name",)
+    input_parameters = None
+    output = None
+
+    def __init__(self, name: str) -> None:
+        self.name = name

@@ -1,0 +1,304 @@
+"""Agent runs assembled from spans as they end: the subtree of an agent span, or of a trace's local root.
+
+A run opens when its agent span starts (GenAI `invoke_agent`, OpenInference `AGENT`,
+OpenLLMetry `agent`/`workflow`) or, for traces without one, when its first tool or LLM call
+ends; it closes when its root span ends. A call belongs to the innermost agent run open in
+its trace when it ends. Some libraries (OpenInference for LangChain) only mark the agent
+span when it *ends*: calls that cannot be routed before then wait in their trace and are
+given to that agent by time containment when it ends.
+
+Memory is bounded: at most `max_open_traces` traces (oldest closed early), at most
+`max_calls_per_run` calls kept per run (the rest only counted), and traces whose root never
+ends close after `ttl_s`. Every early close is counted by reason.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from opentelemetry.trace import StatusCode
+
+from .recognize import LLMCall, ToolCallRecord
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from .run_eval import RunEvaluation
+    from .scoring import CallScore
+
+AGENT_RUN, TRACE_RUN = "agent", "trace"
+
+
+@dataclass
+class AgentRun:
+    """A finished agent run: its root, tool calls with their scores, LLM calls, status and timing.
+
+    >>> processor = AgentEvalSpanProcessor(on_run=lambda run: print(run.agent, run.evaluation.outcome))
+    """
+
+    trace_id: int
+    root_span_id: int
+    root_name: str
+    agent: str | None
+    kind: str  # "agent" (rooted at an agent span) or "trace" (at a local root span)
+    start_ns: int | None
+    end_ns: int | None
+    status: str  # "ok" or "error"
+    error: str | None = None
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    scores: list[CallScore] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    root_attributes: Mapping[str, Any] = field(default_factory=dict)
+    calls_dropped: int = 0  # calls past max_calls_per_run: counted, not kept
+    closed_by: str = "end"  # "end", or why it was closed early: "ttl", "capacity", "shutdown"
+    task: str = ""
+    evaluation: RunEvaluation | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.start_ns is None or self.end_ns is None or self.end_ns < self.start_ns:
+            return None
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+class Pending(NamedTuple):
+    """A tool span held back until its agent is known."""
+
+    span: ReadableSpan
+    attrs: Mapping[str, Any]
+    record: ToolCallRecord
+
+
+class ClosedRun(NamedTuple):
+    """What the processor gets when a run closes: the run, calls still to score, and the root span."""
+
+    run: AgentRun
+    pending: list[Pending]
+    root: ReadableSpan | None
+
+
+class _OpenRun:
+    __slots__ = ("span_id", "name", "agent", "start_ns", "calls", "scores", "llm", "dropped", "nested")
+
+    def __init__(self, span_id: int, name: str, agent: str | None, start_ns: int | None) -> None:
+        self.span_id, self.name, self.agent, self.start_ns = span_id, name, agent, start_ns
+        self.calls: list[ToolCallRecord] = []
+        self.scores: list[CallScore] = []
+        self.llm: list[LLMCall] = []
+        self.dropped = 0
+        self.nested = 0  # agent runs that closed inside this one
+
+
+class _OpenTrace:
+    __slots__ = ("agents", "root_run", "pending", "opened")
+
+    def __init__(self, opened: float) -> None:
+        self.agents: list[_OpenRun] = []  # open agent runs, outermost first
+        self.root_run: _OpenRun | None = None  # calls outside any agent run
+        self.pending: list[Pending] = []
+        self.opened = opened
+
+    def innermost(self) -> _OpenRun:
+        if self.agents:
+            return self.agents[-1]
+        if self.root_run is None:
+            self.root_run = _OpenRun(0, "", None, None)
+        return self.root_run
+
+
+class RunTracker:
+    """Open runs per trace; thread-safe, bounded, and free of scoring (the processor scores)."""
+
+    def __init__(self, *, max_open_traces: int = 10_000, max_calls_per_run: int = 1_000, ttl_s: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._traces: dict[int, _OpenTrace] = {}
+        self._agent_spans: dict[int, int] = {}  # open agent span id -> trace id
+        self._max_traces = max_open_traces
+        self._max_calls = max_calls_per_run
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed_early: list[ClosedRun] = []
+        self.closed_early = Counter()  # reason -> runs closed before their root ended
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    # -- as spans start and end -----------------------------------------------------
+
+    def agent_started(self, trace_id: int, span_id: int, name: str, start_ns: int | None) -> None:
+        with self._lock:
+            self._trace(trace_id).agents.append(_OpenRun(span_id, name, name, start_ns))
+            self._agent_spans[span_id] = trace_id
+
+    def agent_of(self, trace_id: int) -> str | None:
+        """The innermost open agent of the trace (lock-free read)."""
+        trace = self._traces.get(trace_id)
+        try:
+            return trace.agents[-1].agent if trace is not None and trace.agents else None
+        except IndexError:  # emptied by another thread meanwhile
+            return None
+
+    def add_call(self, trace_id: int, record: ToolCallRecord, score: CallScore) -> None:
+        with self._lock:
+            run = self._trace(trace_id).innermost()
+            if len(run.calls) < self._max_calls:
+                run.calls.append(record)
+                run.scores.append(score)
+            else:
+                run.dropped += 1
+
+    def add_llm(self, trace_id: int, call: LLMCall) -> None:
+        with self._lock:
+            run = self._trace(trace_id).innermost()
+            if len(run.llm) < self._max_calls:
+                run.llm.append(call)
+            else:
+                run.dropped += 1
+
+    def defer(self, trace_id: int, pending: Pending) -> bool:
+        """Hold a tool span until its agent is known; False when the trace holds too many already."""
+        with self._lock:
+            trace = self._trace(trace_id)
+            if len(trace.pending) >= self._max_calls:
+                return False
+            trace.pending.append(pending)
+            return True
+
+    def span_ended(self, span: ReadableSpan, agent_at_end: str | None) -> list[ClosedRun]:
+        """Close the runs this span's end completes: its agent run, and its trace's if it is the local root."""
+        context = span.context
+        trace_id, span_id = context.trace_id, context.span_id
+        parent = span.parent
+        is_root = parent is None or parent.is_remote
+        if trace_id not in self._traces or (span_id not in self._agent_spans and agent_at_end is None and not is_root):
+            return []
+        closed: list[ClosedRun] = []
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                return []
+            if self._agent_spans.pop(span_id, None) is not None:
+                run = next((r for r in reversed(trace.agents) if r.span_id == span_id), None)
+                if run is not None:
+                    trace.agents.remove(run)
+                    closed.append(self._close_agent(trace, run, span, agent_at_end))
+            elif agent_at_end is not None:  # an agent only recognisable at its end
+                closed.append(self._close_agent(trace, self._adopt(trace, span, agent_at_end), span, agent_at_end))
+            if is_root:
+                del self._traces[trace_id]
+                closed.extend(self._close_trace(trace, span, "end"))
+        return [c for c in closed if c is not None]
+
+    def drain_closed_early(self) -> list[ClosedRun]:
+        """Runs closed by the bounds (TTL, capacity) since the last call; their pending calls need scoring."""
+        if not self._closed_early:
+            return []
+        with self._lock:
+            out, self._closed_early = self._closed_early, []
+        return out
+
+    def close_all(self, reason: str = "shutdown") -> list[ClosedRun]:
+        with self._lock:
+            traces, self._traces = list(self._traces.values()), {}
+            self._agent_spans.clear()
+            out = [c for t in traces for c in self._close_trace(t, None, reason)]
+            out, self._closed_early = self._closed_early + out, []
+        return out
+
+    # -- internals (lock held) -------------------------------------------------------
+
+    def _trace(self, trace_id: int) -> _OpenTrace:
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            now = self._clock()
+            self._expire(now)
+            if len(self._traces) >= self._max_traces:
+                oldest_id = next(iter(self._traces))
+                self._evict(oldest_id, "capacity")
+            trace = self._traces[trace_id] = _OpenTrace(now)
+        return trace
+
+    def _expire(self, now: float) -> None:
+        expired = []
+        for trace_id, trace in self._traces.items():  # insertion order: oldest first
+            if now - trace.opened < self._ttl_s:
+                break
+            expired.append(trace_id)
+        for trace_id in expired:
+            self._evict(trace_id, "ttl")
+
+    def _evict(self, trace_id: int, reason: str) -> None:
+        trace = self._traces.pop(trace_id)
+        for run in trace.agents:
+            self._agent_spans.pop(run.span_id, None)
+        closed = self._close_trace(trace, None, reason)
+        self.closed_early[reason] += len(closed) or 1
+        self._closed_early.extend(closed)
+
+    def _adopt(self, trace: _OpenTrace, span: ReadableSpan, agent: str) -> _OpenRun:
+        """A run for an agent seen only at its end: the trace's loose calls inside its time range."""
+        start, end = span.start_time or 0, span.end_time or 0
+        run = _OpenRun(span.context.span_id, span.name, agent, span.start_time)
+        inside = lambda rec: rec.start_ns is not None and start <= rec.start_ns and (rec.end_ns or 0) <= end  # noqa: E731
+        if trace.root_run is not None:
+            loose = trace.root_run
+            pairs = list(zip(loose.calls, loose.scores))
+            run.calls = [rec for rec, _ in pairs if inside(rec)]
+            run.scores = [score for rec, score in pairs if inside(rec)]
+            loose.calls = [rec for rec, _ in pairs if not inside(rec)]
+            loose.scores = [score for rec, score in pairs if not inside(rec)]
+            run.llm = list(loose.llm)  # LLM calls carry no times; an agent found at its end takes the trace's
+            loose.llm = []
+        return run
+
+    def _close_agent(self, trace: _OpenTrace, run: _OpenRun, span: ReadableSpan, agent_at_end: str | None) -> ClosedRun | None:
+        if trace.agents:
+            trace.agents[-1].nested += 1
+        elif trace.root_run is not None:
+            trace.root_run.nested += 1
+        start, end = span.start_time or 0, span.end_time or 0
+        mine = [p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns and (p.record.end_ns or 0) <= end]
+        if mine:
+            taken = {id(p) for p in mine}
+            trace.pending = [p for p in trace.pending if id(p) not in taken]
+        if agent_at_end and run.agent is None:
+            run.agent = agent_at_end
+        if not run.calls and not run.llm and not mine and run.nested:  # a wrapper around other agent runs
+            return None
+        return ClosedRun(_finish(run, span, AGENT_RUN, "end"), mine, span)
+
+    def _close_trace(self, trace: _OpenTrace, root: ReadableSpan | None, reason: str) -> list[ClosedRun]:
+        closed = []
+        for run in reversed(trace.agents):  # agents whose spans never ended
+            closed.append(ClosedRun(_finish(run, None, AGENT_RUN, reason), [], None))
+        trace.agents = []
+        loose, pending = trace.root_run, trace.pending
+        if loose is not None or pending:
+            loose = loose or _OpenRun(0, "", None, None)
+            if root is not None:
+                loose.span_id, loose.name, loose.start_ns = root.context.span_id, root.name, root.start_time
+            if loose.calls or loose.llm or pending:
+                closed.append(ClosedRun(_finish(loose, root, TRACE_RUN, reason), pending, root))
+        return closed
+
+
+def _finish(run: _OpenRun, span: ReadableSpan | None, kind: str, closed_by: str) -> AgentRun:
+    status, error, end_ns, trace_id, attrs = "ok", None, None, 0, {}
+    if span is not None:
+        trace_id, end_ns = span.context.trace_id, span.end_time
+        attrs = span.attributes or {}
+        if span.status.status_code is StatusCode.ERROR:
+            status, error = "error", span.status.description or "error"
+    elif run.calls:
+        trace_id = run.calls[0].trace_id
+    agent = run.agent or next((rec.agent for rec in run.calls if rec.agent), None)
+    return AgentRun(
+        trace_id=trace_id, root_span_id=run.span_id, root_name=run.name, agent=agent, kind=kind,
+        start_ns=run.start_ns, end_ns=end_ns, status=status, error=error, tool_calls=run.calls,
+        scores=run.scores, llm_calls=run.llm, root_attributes=attrs, calls_dropped=run.dropped, closed_by=closed_by,
+    )
