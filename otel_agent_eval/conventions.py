@@ -45,6 +45,7 @@ OI_AGENT_NAME = "agent.name"
 OI_LLM_MODEL_NAME = "llm.model_name"
 OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+OI_FIRST_OUTPUT_MESSAGE = "llm.output_messages.0.message.content"
 
 # OpenLLMetry (Traceloop)
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"

@@ -197,6 +197,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         run.tool_calls.sort(key=lambda r: r.start_ns or 0)
         route = self.scorer.route(run.agent, run.root_attributes)
         run.task = route.name if route else ""
+        run.expected_tools = route.expected_tools if route else ()
         run.evaluation = self.evaluator.evaluate(run, route)
         self.metrics.record_run(run)
         if self.on_run is not None:

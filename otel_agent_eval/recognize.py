@@ -209,12 +209,14 @@ def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None) -
 
 
 class LLMCall(NamedTuple):
-    """One model call in a run: what it cost in tokens, for the run's LLM cost."""
+    """One model call in a run: what it cost in tokens, and its messages (as recorded) for test cases."""
 
     model: str | None
     input_tokens: int
     output_tokens: int
-    span_id: int
+    span_id: int = 0
+    input_messages: Any = None  # GenAI `gen_ai.input.messages`, when recorded
+    output_messages: Any = None
 
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
@@ -223,12 +225,14 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
         model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
         tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
         tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
+        messages = attrs.get(c.GEN_AI_INPUT_MESSAGES), attrs.get(c.GEN_AI_OUTPUT_MESSAGES)
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
         model = attrs.get(c.OI_LLM_MODEL_NAME)
         tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
+        messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
     else:
         return None
-    return LLMCall(model if isinstance(model, str) and model else None, _tokens(tokens_in), _tokens(tokens_out), span_id)
+    return LLMCall(model if isinstance(model, str) and model else None, _tokens(tokens_in), _tokens(tokens_out), span_id, *messages)
 
 
 def _tokens(value: Any) -> int:

@@ -56,6 +56,7 @@ class AgentRun:
     calls_dropped: int = 0  # calls past max_calls_per_run: counted, not kept
     closed_by: str = "end"  # "end", or why it was closed early: "ttl", "capacity", "shutdown"
     task: str = ""
+    expected_tools: tuple[str, ...] = ()  # from the task route, for tool correctness and test cases
     evaluation: RunEvaluation | None = None
 
     @property

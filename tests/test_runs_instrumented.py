@@ -1,0 +1,79 @@
+"""Agent runs from the real instrumentation libraries, and the deepeval interop on them."""
+from __future__ import annotations
+
+import pytest
+from deepeval import assert_test
+from deepeval.metrics import ToolCorrectnessMetric
+from prometheus_client import CollectorRegistry
+
+import instrumented
+from otel_agent_eval import AgentEvalSpanProcessor, DeterministicToolCorrectnessMetric, ToolEfficiencyMetric
+from otel_agent_eval.testing import capture_runs, run_to_test_case
+
+# gpt-4.1-mini: $0.0004 / $0.0016 per 1k tokens in the packaged catalog
+LLM_CALL_USD = instrumented.INPUT_TOKENS / 1000 * 0.0004 + instrumented.OUTPUT_TOKENS / 1000 * 0.0016
+
+
+@pytest.fixture(scope="module", params=sorted(instrumented.SOURCES))
+def captured(request):
+    processor = AgentEvalSpanProcessor(registry=CollectorRegistry())
+    with capture_runs(processor) as runs:
+        instrumented.SOURCES[request.param](processors=[processor])
+    return request.param, runs
+
+
+def test_one_run_per_agent_with_its_calls_and_tokens(captured):
+    source, runs = captured
+    (run,) = runs
+    assert (run.agent, run.task, run.kind, run.status) == ("support_agent", "faq", "agent", "ok"), source
+    assert [r.name for r in run.tool_calls] == ["local_index", "local_index", "web_search"]
+    assert len(run.llm_calls) == 4
+    assert {(c.model, c.input_tokens, c.output_tokens) for c in run.llm_calls} == {
+        (instrumented.MODEL, instrumented.INPUT_TOKENS, instrumented.OUTPUT_TOKENS)}
+
+
+def test_run_metrics_find_the_redundant_and_the_spurious_call(captured):
+    _, (run,) = captured
+    e = run.evaluation
+    assert e.completed
+    assert e.redundant_calls == ("local_index",) and e.spurious_calls == ("web_search",)
+    assert e.over_budget and e.tool_correctness == 1.0
+    assert e.llm_cost_usd == pytest.approx(4 * LLM_CALL_USD) and e.unpriced_models == ()
+    assert e.tool_cost_usd == pytest.approx(0.003)
+
+
+def test_runs_become_deepeval_test_cases(captured):
+    _, (run,) = captured
+    case = run_to_test_case(run)
+    assert case.input == instrumented.QUESTION
+    assert case.actual_output == instrumented.ANSWER
+    assert [t.name for t in case.tools_called] == ["local_index", "local_index", "web_search"]
+    assert [t.name for t in case.expected_tools] == ["local_index"]
+    assert_test(case, [DeterministicToolCorrectnessMetric(), ToolEfficiencyMetric.from_catalog(task=run.task)])
+    deepeval_own = ToolCorrectnessMetric(async_mode=False)
+    deepeval_own.measure(case)
+    assert deepeval_own.score == 1.0
+
+
+def test_failed_runs_from_real_tool_errors():
+    for source, produce in instrumented.SOURCES.items():
+        processor = AgentEvalSpanProcessor(registry=CollectorRegistry())
+        with capture_runs(processor) as runs:
+            produce(instrumented.FLAKY_RUN, processors=[processor])
+        (run,) = runs
+        assert not run.evaluation.completed, source
+        assert run.tool_calls[0].error is not None
+
+
+def test_capture_runs_without_a_processor_adds_one_to_the_provider():
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    tracer = provider.get_tracer("t")
+    with capture_runs(tracer_provider=provider) as first:
+        with tracer.start_as_current_span("invoke_agent math_agent", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "math_agent"}):
+            tracer.start_span("execute_tool basic_calculator", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "basic_calculator"}).end()
+    with capture_runs(tracer_provider=provider) as second:
+        pass
+    assert [r.agent for r in first] == ["math_agent"] and second == []
+    assert len(provider._active_span_processor._span_processors) == 1  # shared, added once
