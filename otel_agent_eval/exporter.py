@@ -25,10 +25,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .enrich import Enricher
+from .enrich import Enricher, enrich_run
 from .install import build_processor, start_metrics_endpoint
 from .processor import AgentEvalSpanProcessor
 from .recognize import ToolCallRecord, attribute_dict, convention_of
+from .runs import AgentRun
 from .scoring import CallScore
 from .settings import Settings
 
@@ -53,10 +54,10 @@ class AgentEvalSpanExporter(SpanExporter):
     def __init__(self, inner: SpanExporter | None = None, *, settings: Settings | None = None) -> None:
         settings = settings or Settings.from_env()
         self.inner = inner or otlp_exporter()
-        self._pending: OrderedDict[int, tuple[ToolCallRecord, CallScore]] = OrderedDict()
+        self._pending: OrderedDict[int, tuple[ToolCallRecord, CallScore] | AgentRun] = OrderedDict()
         self._lock = threading.Lock()
         self._enricher = Enricher() if settings.enrich else None
-        self.processor: AgentEvalSpanProcessor = build_processor(settings, on_call=self._remember)
+        self.processor: AgentEvalSpanProcessor = build_processor(settings, on_call=self._remember_call, on_run=self._remember_run)
         provider = trace.get_tracer_provider()
         if isinstance(provider, TracerProvider):
             provider.add_span_processor(self.processor)
@@ -67,11 +68,18 @@ class AgentEvalSpanExporter(SpanExporter):
         if settings.metrics_enabled:
             start_metrics_endpoint(self.processor, self.processor.metrics.registry, settings)
 
-    def _remember(self, record: ToolCallRecord, score: CallScore) -> None:
+    def _remember_call(self, record: ToolCallRecord, score: CallScore) -> None:
+        self._remember(record.span_id, (record, score))
+
+    def _remember_run(self, run: AgentRun) -> None:
+        if run.root_span_id:
+            self._remember(run.root_span_id, run)
+
+    def _remember(self, span_id: int, entry: tuple[ToolCallRecord, CallScore] | AgentRun) -> None:
         if self._enricher is None:
             return
         with self._lock:
-            self._pending[record.span_id] = (record, score)
+            self._pending[span_id] = entry
             if len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
                 self.processor.metrics.count("enrichments_dropped")
@@ -91,6 +99,8 @@ class AgentEvalSpanExporter(SpanExporter):
                 entry = self.processor.score_tool_span(span, attrs, convention) if convention else None
             if entry is None:
                 return span
+            if isinstance(entry, AgentRun):
+                return enrich_run(span, entry, 100 * self.processor.scorer.thresholds.fail)
             record, score = entry
             return self._enricher.enrich(span, attrs, score, record.agent)
         except Exception as exc:  # noqa: BLE001 - a failed enrichment must not lose the span
