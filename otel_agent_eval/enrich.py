@@ -8,6 +8,8 @@ The attributes that only depend on the catalog are built once per `StaticScore`.
 """
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -63,19 +65,75 @@ class EnrichedSpan(ReadableSpan):
         return self._original.dropped_links
 
 
-class Enricher:
-    """Builds enriched copies of tool spans; caches the catalog-fixed attributes per static score."""
+class Redactor:
+    """Keeps secrets and tool payloads out of exported tool spans.
 
-    def __init__(self) -> None:
+    With `drop_io`, tool arguments and results are removed. With a key `pattern`
+    (case-insensitive regular expression), attributes whose key matches, and keys inside
+    JSON arguments and results that match, get the value ``[REDACTED]``.
+    """
+
+    IO_KEYS = (c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, c.OI_INPUT_VALUE, c.OI_OUTPUT_VALUE,
+               c.TRACELOOP_ENTITY_INPUT, c.TRACELOOP_ENTITY_OUTPUT)
+    MASK = "[REDACTED]"
+
+    def __init__(self, pattern: str | None = None, drop_io: bool = False) -> None:
+        self.pattern = re.compile(pattern, re.IGNORECASE) if pattern else None
+        self.drop_io = drop_io
+
+    def apply(self, attrs: dict[str, Any]) -> None:
+        """Redact `attrs` in place (it is the copy being exported)."""
+        for key in self.IO_KEYS:
+            if key in attrs:
+                if self.drop_io:
+                    del attrs[key]
+                elif self.pattern is not None and isinstance(attrs[key], str):
+                    attrs[key] = self._redact_json(attrs[key])
+        if self.pattern is not None:
+            for key in [k for k in attrs if self.pattern.search(k)]:
+                attrs[key] = self.MASK
+
+    def _redact_json(self, text: str) -> str:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        if not isinstance(value, (dict, list)):
+            return text
+        return json.dumps(self._mask(value), ensure_ascii=False)
+
+    def _mask(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self.MASK if isinstance(k, str) and self.pattern.search(k) else self._mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._mask(v) for v in value]
+        return value
+
+
+class Enricher:
+    """Builds the exported copies of tool spans: scores added, secrets redacted.
+
+    The catalog-fixed attributes are cached per static score.
+    """
+
+    def __init__(self, *, scores: bool = True, redactor: Redactor | None = None) -> None:
+        self.scores = scores
+        self.redactor = redactor
         self._static: dict[StaticScore, tuple[dict[str, Any], Mapping[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None) -> EnrichedSpan:
+        if not self.scores:
+            merged = dict(attrs)
+            self.redactor.apply(merged)
+            return EnrichedSpan(span, merged, span.events)
         static_attrs, event_attrs = self._for(score)
         merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                   EXCESS_LATENCY_S: score.excess_latency_s}
         if agent:
             merged[AGENT] = agent
+        if self.redactor is not None:
+            self.redactor.apply(merged)
         if score.outcome != score.static.outcome:  # an error changes the outcome, not the scores
             event_attrs = {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
         event = Event(c.GEN_AI_EVALUATION_RESULT, event_attrs, span.end_time)

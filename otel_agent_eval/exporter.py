@@ -95,7 +95,7 @@ class AgentEvalSpanExporter(SpanExporter):
                 entry = self._pending.pop(span.context.span_id, None)
             attrs = attribute_dict(span)
             if entry is None and not self._scored_inline:
-                convention = convention_of(attrs, self.processor._custom)
+                convention = convention_of(attrs, self.processor._state.custom)
                 entry = self.processor.score_tool_span(span, attrs, convention) if convention else None
             if entry is None:
                 return span

@@ -51,7 +51,19 @@ def install(
     provider.add_span_processor(processor)
     if settings.metrics_enabled and registry is not None:
         start_metrics_endpoint(processor, registry, settings)
+    start_reloading(processor, settings, catalog)
     return processor
+
+
+def start_reloading(processor: AgentEvalSpanProcessor, settings: Settings, catalog: Catalog | PathLike | None) -> None:
+    """Watch the catalog file and/or reload on SIGHUP, as the settings ask."""
+    from .reload import reload_on_sighup, watch_catalog
+
+    path = catalog if catalog is not None and not isinstance(catalog, Catalog) else settings.catalog
+    if settings.catalog_poll_seconds > 0 and path is not None:
+        watch_catalog(processor, path, settings.catalog_poll_seconds)
+    if settings.reload_on_sighup:
+        reload_on_sighup(processor, path)
 
 
 def build_processor(settings: Settings, *, catalog: Catalog | PathLike | None = None, **options: Any) -> AgentEvalSpanProcessor:
@@ -63,6 +75,8 @@ def build_processor(settings: Settings, *, catalog: Catalog | PathLike | None = 
     options.setdefault("window_s", settings.window_seconds)
     options.setdefault("max_unknown_tools", settings.max_unknown_tools)
     options.setdefault("max_agents", settings.max_agents)
+    options.setdefault("redact_keys", settings.redact_keys)
+    options.setdefault("drop_tool_io", settings.drop_tool_io)
     return AgentEvalSpanProcessor(loaded, profile=profile, environment=environment, **options)
 
 

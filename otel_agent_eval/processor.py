@@ -12,22 +12,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
-from .enrich import Enricher, enrich_run
+from . import conventions as c
+from .enrich import Enricher, Redactor, enrich_run
 from .prometheus import EvalMetrics
-from .recognize import (ToolCallRecord, agent_name_of, attribute_dict, convention_of, custom_convention,
+from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
 from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
+
+
+class _CatalogState(NamedTuple):
+    """Everything derived from the catalog, swapped as one reference on reload."""
+
+    catalog: Catalog
+    scorer: Scorer
+    evaluator: RunEvaluator
+    custom: _Convention | None
+    defer_unrouted: bool
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
@@ -41,8 +52,56 @@ class AgentEvalSpanProcessor(SpanProcessor):
     and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
     `on_call(record, score)` and `on_run(run)` are called for each scored call and finished
     run (on the ending thread: keep them quick; their exceptions are caught and counted).
-    `run_validator(run) -> bool` adds your own task-completion check.
+    `run_validator(run) -> bool` adds your own task-completion check. `redact_keys` (a regular
+    expression, e.g. ``"password|token|secret|api_key"``) replaces matching attribute values
+    and keys inside tool arguments/results of forwarded tool spans with ``[REDACTED]``;
+    `drop_tool_io=True` drops tool arguments and results from them altogether.
     """
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._state.catalog
+
+    @property
+    def scorer(self) -> Scorer:
+        return self._state.scorer
+
+    @property
+    def evaluator(self) -> RunEvaluator:
+        return self._state.evaluator
+
+    def _build_state(self, catalog: Catalog) -> _CatalogState:
+        o = self._options
+        mapping = o["attribute_mapping"] or catalog.attribute_mapping
+        return _CatalogState(
+            catalog=catalog,
+            scorer=Scorer(catalog, profile=o["profile"], environment=o["environment"]),
+            evaluator=RunEvaluator(catalog, validator=o["run_validator"]),
+            custom=custom_convention(mapping) if mapping else None,
+            defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
+        )
+
+    def reload_catalog(self, catalog: Catalog | PathLike | None = None) -> bool:
+        """Swap in a new catalog (by default: re-read the file given at construction) atomically.
+
+        A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`;
+        the last good catalog keeps scoring. Calls in flight finish with the catalog they started with.
+        """
+        try:
+            if catalog is None:  # the file the current catalog came from (None: the packaged default)
+                source = self.catalog.source
+                catalog = None if source.startswith("<") else source
+            new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+            state = self._build_state(new)
+        except (ValueError, OSError) as exc:  # CatalogError is a ValueError
+            self.metrics.count("catalog_reloads_rejected")
+            logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", self.catalog.source, exc)
+            return False
+        self._state = state
+        self.metrics.catalog_changed(new)
+        self.metrics.count("catalog_reloads")
+        logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
+        return True
 
     def __init__(
         self,
@@ -63,10 +122,11 @@ class AgentEvalSpanProcessor(SpanProcessor):
         on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
         on_run: Callable[[AgentRun], None] | None = None,
         run_validator: Callable[[AgentRun], bool] | None = None,
+        redact_keys: str | None = None,
+        drop_tool_io: bool = False,
     ) -> None:
-        self.catalog = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-        self.scorer = Scorer(self.catalog, profile=profile, environment=environment)
-        self.evaluator = RunEvaluator(self.catalog, validator=run_validator)
+        self._options = dict(profile=profile, environment=environment, attribute_mapping=attribute_mapping, run_validator=run_validator)
+        self._state = self._build_state(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
         self.metrics = EvalMetrics(registry=registry, catalog=self.catalog, window_s=window_s,
                                    max_unknown_tools=max_unknown_tools, max_agents=max_agents)
         self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s)
@@ -74,10 +134,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.forward_to = forward_to
         self.on_call = on_call
         self.on_run = on_run
-        self._enricher = Enricher() if enrich and forward_to is not None else None
-        mapping = attribute_mapping or self.catalog.attribute_mapping
-        self._custom = custom_convention(mapping) if mapping else None
-        self._defer_unrouted = any("gen_ai.agent.name" in route.match for route in self.catalog.tasks)
+        redactor = Redactor(redact_keys, drop_tool_io) if redact_keys or drop_tool_io else None
+        self._enricher = Enricher(scores=enrich, redactor=redactor) if forward_to is not None and (enrich or redactor) else None
         self._seen = self.metrics.seen.bump
         self._ignored = self.metrics.ignored.bump
         self._logged: set[tuple[str, type]] = set()
@@ -105,7 +163,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         try:
             self._seen()
             attrs = attribute_dict(span)
-            convention = convention_of(attrs, self._custom)
+            convention = convention_of(attrs, self._state.custom)
             if convention is not None:
                 forward = self._tool_span(span, attrs, convention)
             else:
@@ -125,7 +183,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         if record.agent is None:
             record.agent = self.runs.agent_of(record.trace_id)
             parent = span.parent
-            if (record.agent is None and self._defer_unrouted and parent is not None and not parent.is_remote
+            if (record.agent is None and self._state.defer_unrouted and parent is not None and not parent.is_remote
                     and self.runs.defer(record.trace_id, Pending(span, attrs, record))):
                 return []  # forwarded when its agent is known (at the latest when the trace's root ends)
         out = [self._scored(span, attrs, record)]
@@ -168,8 +226,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         if record.problems:
             self.metrics.count("malformed_tool_spans")
             self._log_problem(record.name, record.problems)
-        resource = getattr(span.resource, "attributes", None) if self.scorer.uses_resource else None
-        score = self.scorer.score(record, self.scorer.route(record.agent, attrs, resource))
+        scorer = self._state.scorer
+        resource = getattr(span.resource, "attributes", None) if scorer.uses_resource else None
+        score = scorer.score(record, scorer.route(record.agent, attrs, resource))
         self.metrics.record(score, record.agent, record.trace_id)
         if self.on_call is not None:
             try:
@@ -195,21 +254,22 @@ class AgentEvalSpanProcessor(SpanProcessor):
             run.scores.append(score)
             released.append(self._enriched(pending.span, pending.attrs, pending.record, score))
         run.tool_calls.sort(key=lambda r: r.start_ns or 0)
-        route = self.scorer.route(run.agent, run.root_attributes)
+        state = self._state
+        route = state.scorer.route(run.agent, run.root_attributes)
         run.task = route.name if route else ""
         run.expected_tools = route.expected_tools if route else ()
-        run.evaluation = self.evaluator.evaluate(run, route)
+        run.evaluation = state.evaluator.evaluate(run, route)
         self.metrics.record_run(run)
         if self.on_run is not None:
             try:
                 self.on_run(run)
             except Exception as exc:  # noqa: BLE001
                 self._failed("on_run callback", exc)
-        if self._enricher is not None and closed.root is not None:
+        if self._enricher is not None and self._enricher.scores and closed.root is not None:
             for i, span in enumerate(out):
                 if span.context.span_id == closed.root.context.span_id:
                     try:
-                        out[i] = enrich_run(span, run, 100 * self.scorer.thresholds.fail)
+                        out[i] = enrich_run(span, run, 100 * state.scorer.thresholds.fail)
                     except Exception as exc:  # noqa: BLE001
                         self._failed("enrich run", exc, "enrichments_dropped")
         return released

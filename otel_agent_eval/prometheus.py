@@ -49,6 +49,8 @@ SELF_COUNTERS = {
     "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
     "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
     "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
+    "catalog_reloads": "Catalogs swapped in by a reload.",
+    "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
 }
 
 
@@ -125,6 +127,12 @@ class EvalMetrics:
         self.registry = registry
         if registry is not None:
             registry.register(self)
+
+    def catalog_changed(self, catalog: Catalog) -> None:
+        """A reloaded catalog: its tools become known label values and its figures the gauges."""
+        with self._lock:
+            self.catalog = catalog
+            self._known_tools = set(catalog.tools)
 
     def count(self, name: str, n: int = 1) -> None:
         """Bump a self-metric counter (thread-safe)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
@@ -39,6 +40,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < float("inf"):
+        raise ValueError("expected a number >= 0")
+    return value
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
+    return text
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -64,6 +80,10 @@ class Settings:
     window_seconds: float = 300.0
     max_unknown_tools: int = 20
     max_agents: int = 100
+    catalog_poll_seconds: float = 0.0
+    reload_on_sighup: bool = False
+    redact_keys: str | None = None
+    drop_tool_io: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -106,4 +126,8 @@ ENV_VARS = (
     EnvVar(PREFIX + "WINDOW_SECONDS", "window_seconds", _positive_float, "Sliding window of the latency summary quantiles (default 300)."),
     EnvVar(PREFIX + "MAX_UNKNOWN_TOOLS", "max_unknown_tools", _count, "Distinct tool names outside the catalog kept as labels; more fold into `_other_` (default 20)."),
     EnvVar(PREFIX + "MAX_AGENTS", "max_agents", _count, "Distinct agent names kept as labels; more fold into `_other_` (default 100)."),
+    EnvVar(PREFIX + "CATALOG_POLL_SECONDS", "catalog_poll_seconds", _non_negative_float, "Reload the catalog when its file changes, looking every N seconds (default 0: off)."),
+    EnvVar(PREFIX + "RELOAD_ON_SIGHUP", "reload_on_sighup", _bool, "Reload the catalog on SIGHUP (default false)."),
+    EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`)."),
+    EnvVar(PREFIX + "DROP_TOOL_IO", "drop_tool_io", _bool, "Drop tool arguments and results from exported tool spans (default false)."),
 )

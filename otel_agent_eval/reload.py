@@ -1,0 +1,82 @@
+"""Catalog reloads without a restart: on SIGHUP, or when the file changes.
+
+Both call `AgentEvalSpanProcessor.reload_catalog()`, which swaps the new catalog in
+atomically or, for a broken file, logs one line, counts it, and keeps the last good one.
+
+    >>> watch_catalog(processor, "catalog.yaml", interval_s=5)   # poll the file's mtime and size
+    >>> reload_on_sighup(processor)                               # kill -HUP <pid>
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from .catalog import PathLike
+from .processor import AgentEvalSpanProcessor
+
+logger = logging.getLogger(__name__)
+
+
+class CatalogWatcher:
+    """A daemon thread that reloads the catalog when its file's mtime or size changes."""
+
+    def __init__(self, processor: AgentEvalSpanProcessor, path: PathLike, interval_s: float = 5.0) -> None:
+        self.processor, self.path, self.interval_s = processor, os.fspath(path), interval_s
+        self._stop = threading.Event()
+        self._seen = self._stamp()
+        self._thread = threading.Thread(target=self._run, name="otel-agent-eval-catalog-watch", daemon=True)
+
+    def start(self) -> CatalogWatcher:
+        self._thread.start()
+        self.processor.close_on_shutdown(self.stop)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval_s + 1)
+
+    def check(self) -> bool | None:
+        """Reload if the file changed since the last look; None when it did not change."""
+        stamp = self._stamp()
+        if stamp == self._seen:
+            return None
+        self._seen = stamp
+        return self.processor.reload_catalog(self.path)
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime, st.st_size)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 - a watcher must outlive any one bad look
+                logger.exception("otel-agent-eval: catalog watch failed; will look again")
+
+
+def watch_catalog(processor: AgentEvalSpanProcessor, path: PathLike, interval_s: float = 5.0) -> CatalogWatcher:
+    return CatalogWatcher(processor, path, interval_s).start()
+
+
+def reload_on_sighup(processor: AgentEvalSpanProcessor, path: PathLike | None = None) -> bool:
+    """Reload the catalog on SIGHUP (chaining any previous handler). Only the main thread can set it."""
+    if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
+        logger.warning("otel-agent-eval: SIGHUP reload needs the main thread on a POSIX system; not installed")
+        return False
+    previous = signal.getsignal(signal.SIGHUP)
+
+    def handler(signum: int, frame: Any) -> None:
+        processor.reload_catalog(path)
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGHUP, handler)
+    return True
