@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from .catalog import Catalog, CatalogError, PathLike, load_catalog
+from .multiprocess import multiprocess_dir, multiprocess_registry
 from .processor import AgentEvalSpanProcessor
 from .prometheus import serve
 from .settings import Settings
@@ -50,7 +51,7 @@ def install(
     provider = tracer_provider or global_sdk_provider()
     provider.add_span_processor(processor)
     if settings.metrics_enabled and registry is not None:
-        start_metrics_endpoint(processor, registry, settings)
+        start_metrics_endpoint(processor, multiprocess_registry(processor) if multiprocess_dir() else registry, settings)
     start_reloading(processor, settings, catalog)
     return processor
 

@@ -11,6 +11,9 @@ tool calls nor part of an agent run. Failures are logged once per kind and count
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -141,6 +144,21 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._logged: set[tuple[str, type]] = set()
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
+        _reset_in_forked_children(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (e.g. a gunicorn worker after preload) starts with its own counts and locks.
+
+        The parent's metrics endpoint and watcher threads do not exist here, so this process
+        does not try to stop them; the child's counts reach Prometheus through its own
+        endpoint or, under PROMETHEUS_MULTIPROC_DIR, through the shared files.
+        """
+        self.metrics.reset_after_fork()
+        self._seen, self._ignored = self.metrics.seen.bump, self.metrics.ignored.bump
+        self.runs.reset_after_fork()
+        if self._enricher is not None:
+            self._enricher._lock = threading.Lock()
+        self._closers = []
 
     # -- SpanProcessor ----------------------------------------------------------------
 
@@ -337,3 +355,16 @@ class AgentEvalSpanProcessor(SpanProcessor):
             self._logged.add(key)
             logger.warning("otel-agent-eval: tool span %r has unreadable values: %s (logged once; see "
                            "agent_eval_processor_malformed_tool_spans_total)", tool, "; ".join(problems))
+
+
+def _reset_in_forked_children(processor: AgentEvalSpanProcessor) -> None:
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.ref(processor)
+
+    def in_child() -> None:
+        alive = ref()
+        if alive is not None:
+            alive._after_fork_in_child()
+
+    os.register_at_fork(after_in_child=in_child)

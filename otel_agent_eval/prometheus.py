@@ -25,6 +25,7 @@ from prometheus_client.samples import Exemplar
 
 from .catalog import Catalog
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
+from .multiprocess import MultiprocessMirror, multiprocess_dir
 from .scoring import CallScore, StaticScore
 from .window import SlidingQuantiles
 
@@ -71,9 +72,10 @@ class Tally:
 class _Series:
     """Accumulators for one (tool, agent) pair."""
 
-    __slots__ = ("calls", "durations", "window", "excess_latency_s", "slo_violations")
+    __slots__ = ("labels", "calls", "durations", "window", "excess_latency_s", "slo_violations")
 
-    def __init__(self, window_s: float) -> None:
+    def __init__(self, labels: tuple[str, str], window_s: float) -> None:
+        self.labels = labels  # (tool, agent) as exposed, after the cardinality caps
         self.calls: dict[tuple[StaticScore, str], int] = {}
         self.durations: dict[str, BucketCounts] = {}
         self.window = SlidingQuantiles(window_s)
@@ -124,9 +126,19 @@ class EvalMetrics:
         self.counters: Counter[str] = Counter()
         self.seen = Tally()  # bumped for every span, so lock-free
         self.ignored = Tally()
+        self.mirror = MultiprocessMirror() if multiprocess_dir() else None
         self.registry = registry
         if registry is not None:
             registry.register(self)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
+        self._lock = threading.Lock()
+        self._series, self._runs = {}, {}
+        self.counters = Counter()
+        self.seen, self.ignored = Tally(), Tally()
+        if self.mirror is not None:
+            self.mirror = MultiprocessMirror()
 
     def catalog_changed(self, catalog: Catalog) -> None:
         """A reloaded catalog: its tools become known label values and its figures the gauges."""
@@ -138,6 +150,8 @@ class EvalMetrics:
         """Bump a self-metric counter (thread-safe)."""
         with self._lock:
             self.counters[name] += n
+        if self.mirror is not None:
+            self.mirror.count(name, n)
 
     def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
         """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
@@ -161,6 +175,10 @@ class EvalMetrics:
                 series.excess_latency_s += score.excess_latency_s
                 if score.slo_exceeded:
                     series.slo_violations += 1
+            if self.mirror is not None:
+                self.mirror.flush_tallies(self)
+        if self.mirror is not None:
+            self.mirror.record(score, *series.labels, error_type)
 
     def record_run(self, run: Any) -> None:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
@@ -179,13 +197,15 @@ class EvalMetrics:
             if evaluation.tool_correctness is not None:
                 series.correctness.observe(evaluation.tool_correctness)
             series.health.observe(evaluation.health, trace_hex)
-            for tool in evaluation.redundant_calls:
-                series.redundant[self._tool_label(tool)] += 1
-            for tool in evaluation.spurious_calls:
-                series.spurious[self._tool_label(tool)] += 1
+            redundant = [self._tool_label(tool) for tool in evaluation.redundant_calls]
+            spurious = [self._tool_label(tool) for tool in evaluation.spurious_calls]
+            series.redundant.update(redundant)
+            series.spurious.update(spurious)
             series.over_budget += evaluation.over_budget
             self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
             self.counters["runs_calls_dropped"] += run.calls_dropped
+        if self.mirror is not None:
+            self.mirror.record_run(run, key, redundant, spurious)
 
     def _tool_label(self, tool: str) -> str:
         if tool in self._known_tools or tool in self._unknown_tools:
@@ -209,7 +229,7 @@ class EvalMetrics:
         folded = (self._tool_label(key[0]), self._agent_label(key[1]))
         series = self._series.get(folded)
         if series is None:
-            series = self._series[folded] = _Series(self._window_s)
+            series = self._series[folded] = _Series(folded, self._window_s)
         return series
 
     # -- scrape side -------------------------------------------------------------
@@ -308,23 +328,36 @@ class EvalMetrics:
         yield closed
 
     def _catalog_families(self) -> Iterator[Metric]:
-        catalog = self.catalog
-        if catalog is None:
-            return
-        expected = GaugeMetricFamily("agent_eval_tool_expected_latency_seconds", "Expected latency of each tool, from the catalog.", labels=[TOOL])
-        slo = GaugeMetricFamily("agent_eval_tool_latency_slo_seconds", "Latency SLO of each tool, from the catalog.", labels=[TOOL])
-        cost = GaugeMetricFamily("agent_eval_tool_cost_per_call_usd", "Cost of one call of each tool, from the catalog.", labels=[TOOL])
-        for tool in catalog.tools.values():
-            expected.add_metric([tool.name], tool.latency_ms / 1000)
-            cost.add_metric([tool.name], tool.cost_usd)
-            if tool.latency_slo_ms:
-                slo.add_metric([tool.name], tool.latency_slo_ms / 1000)
-        thresholds = GaugeMetricFamily("agent_eval_efficiency_threshold", "Efficiency score thresholds per environment, from the catalog.",
-                                       labels=["environment", "level"])
-        for t in catalog.thresholds.values():
-            thresholds.add_metric([t.environment, "warn"], t.warn)
-            thresholds.add_metric([t.environment, "fail"], t.fail)
-        yield from (expected, slo, cost, thresholds)
+        if self.catalog is not None:
+            yield from catalog_families(self.catalog)
+
+
+class CatalogCollector:
+    """The catalog gauges alone, for an endpoint that serves multiprocess files (see multiprocess.py)."""
+
+    def __init__(self, metrics: EvalMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.metrics._catalog_families()
+
+
+def catalog_families(catalog: Catalog) -> Iterator[Metric]:
+    """Gauges of the catalog's figures, so alerts and dashboards can compare against them."""
+    expected = GaugeMetricFamily("agent_eval_tool_expected_latency_seconds", "Expected latency of each tool, from the catalog.", labels=[TOOL])
+    slo = GaugeMetricFamily("agent_eval_tool_latency_slo_seconds", "Latency SLO of each tool, from the catalog.", labels=[TOOL])
+    cost = GaugeMetricFamily("agent_eval_tool_cost_per_call_usd", "Cost of one call of each tool, from the catalog.", labels=[TOOL])
+    for tool in catalog.tools.values():
+        expected.add_metric([tool.name], tool.latency_ms / 1000)
+        cost.add_metric([tool.name], tool.cost_usd)
+        if tool.latency_slo_ms:
+            slo.add_metric([tool.name], tool.latency_slo_ms / 1000)
+    thresholds = GaugeMetricFamily("agent_eval_efficiency_threshold", "Efficiency score thresholds per environment, from the catalog.",
+                                   labels=["environment", "level"])
+    for t in catalog.thresholds.values():
+        thresholds.add_metric([t.environment, "warn"], t.warn)
+        thresholds.add_metric([t.environment, "fail"], t.fail)
+    yield from (expected, slo, cost, thresholds)
 
 
 def _dimensions(static: StaticScore) -> list[tuple[str, float]]:

@@ -129,6 +129,11 @@ class RunTracker:
     def __len__(self) -> int:
         return len(self._traces)
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: the parent's open runs are the parent's; start empty with a fresh lock."""
+        self._lock = threading.Lock()
+        self._traces, self._agent_spans, self._closed_early = {}, {}, []
+
     # -- as spans start and end -----------------------------------------------------
 
     def agent_started(self, trace_id: int, span_id: int, name: str, start_ns: int | None) -> None:
