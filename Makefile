@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: demo test bench clean
 
 demo: $(VENV)/.installed
-	$(BIN)/otel-agent-eval catalog show
+	$(BIN)/otel-agent-eval demo
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest

@@ -37,6 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = catalog_commands.add_parser("check", help="validate catalog files; exit 2 on the first problem")
     check.add_argument("files", nargs="+", metavar="FILE")
     catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
+
+    from .demo import DEFAULT_PORT, add_demo_arguments
+
+    demo = commands.add_parser("demo", help=f"simulated agents emit real spans, scored live; /metrics on port {DEFAULT_PORT}",
+                               description="Simulated agents (no API key, no network) emit OpenTelemetry GenAI spans "
+                                           "that the span processor scores live; watch the table or scrape /metrics.")
+    add_demo_arguments(demo)
     return parser
 
 
@@ -46,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "catalog":
             return _catalog(args)
+        if args.command == "demo":
+            return _demo(args)
     except CatalogError as exc:
         print(f"otel-agent-eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -64,6 +73,16 @@ def _catalog(args: argparse.Namespace) -> int:
     else:
         print(describe(load_catalog(args.file)))
     return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import DemoError, run_demo
+
+    try:
+        return run_demo(args)
+    except DemoError as exc:
+        print(f"otel-agent-eval: demo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def describe(catalog: Catalog) -> str:
