@@ -10,8 +10,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from typing import NoReturn
 
-from .catalog import CATALOG_SCHEMA, Catalog, CatalogError, load_catalog
+from .catalog import CATALOG_SCHEMA, Catalog, load_catalog
 
 EXIT_USAGE = 2
 
@@ -26,12 +27,20 @@ def quiet_deepeval() -> None:
         os.environ["DEEPEVAL_CACHE_FOLDER"] = os.path.join(tempfile.gettempdir(), f"otel-agent-eval-{os.getuid() if hasattr(os, 'getuid') else 'user'}", ".deepeval")
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse's errors in one line, like every other bad input (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="otel-agent-eval", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = OneLineErrors(prog="otel-agent-eval", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrors)
 
     catalog = commands.add_parser("catalog", help="show, check or describe tool catalogs")
-    catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION")
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION", parser_class=OneLineErrors)
     show = catalog_commands.add_parser("show", help="print a catalog's tools, tasks and thresholds")
     show.add_argument("file", nargs="?", help="catalog YAML (default: the packaged catalog)")
     check = catalog_commands.add_parser("check", help="validate catalog files; exit 2 on the first problem")
@@ -55,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _catalog(args)
         if args.command == "demo":
             return _demo(args)
-    except CatalogError as exc:
+    except ValueError as exc:  # CatalogError and other bad values: one line, no traceback
         print(f"otel-agent-eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

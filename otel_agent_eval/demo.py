@@ -30,8 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, NoReturn, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import trace
@@ -662,13 +661,6 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="seed of the simulation, for a reproducible workload")
     parser.add_argument("--no-live", action="store_true",
                         help="plain progress lines instead of the live table (automatic when stdout is no terminal)")
-    parser.error = partial(_one_line_error, parser)  # type: ignore[method-assign]
-
-
-def _one_line_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    """argparse's error, in one line like every other bad value (argparse prints the whole usage first)."""
-    print(f"{parser.prog}: {message} (see {parser.prog} --help)", file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
 
 
 def check_options(args: argparse.Namespace) -> None:

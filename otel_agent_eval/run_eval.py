@@ -197,13 +197,15 @@ def _unhandled_errors(run: AgentRun) -> list[str]:
 
 
 def _redundant(run: AgentRun) -> tuple[str, ...]:
-    seen: set[tuple[str, str]] = set()
+    """Calls repeating an earlier successful call with the same arguments (a retry after an error is not)."""
+    succeeded: set[tuple[str, str]] = set()
     repeats = []
     for record in run.tool_calls:
         key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
-        if key in seen:
+        if key in succeeded:
             repeats.append(record.name)
-        seen.add(key)
+        if record.error is None:
+            succeeded.add(key)
     return tuple(repeats)
 
 

@@ -163,6 +163,9 @@ class Scorer:
         if route is not None and route.complexity is not None:
             fit = complexity_score(route.complexity, tool.complexity)
             efficiency *= fit
+        capable = route is None or _can_serve(route, tool)
+        if not capable:  # cheaper or faster is no merit in a tool that cannot do the task
+            efficiency = 0.0
         verdict = self.thresholds.verdict(efficiency)
         if tool.name == optimal.name:
             outcome = OPTIMAL
@@ -174,6 +177,8 @@ class Scorer:
         mismatch = complexity_mismatch(route.complexity, tool.complexity) if fit is not None else None
         if mismatch:
             reason = f"{mismatch}. {reason}"
+        if not capable:
+            reason = f"Capability mismatch: '{tool.name}' lacks {route.capability!r} for task {route.name!r}. {reason}"
         return StaticScore(
             tool=tool.name,
             task=route.name if route else UNROUTED,
@@ -209,3 +214,9 @@ class Scorer:
             optimal_latency_s=optimal.latency_ms / 1000 if optimal else None, latency_slo_s=None,
             reason=f"Unknown tool '{name}': not in the catalog {self.catalog.source}.",
         )
+
+
+def _can_serve(route: TaskRoute, tool: Tool) -> bool:
+    """The tool has the task's capability, or the route names it explicitly."""
+    return (route.capability in tool.capabilities or tool.name == route.optimal_tool
+            or tool.name in route.acceptable_tools or tool.name in route.expected_tools)

@@ -65,7 +65,7 @@ def test_schema_is_a_valid_json_schema_and_accepts_the_default_catalog():
 
 
 BROKEN = [
-    (f"tools:\n  search: {{cost_usd: -1, latency_ms: 1, capabilities: [x], complexity: simple}}\n",
+    ("tools:\n  search: {cost_usd: -1, latency_ms: 1, capabilities: [x], complexity: simple}\n",
      "bad.yaml:2: tools.search.cost_usd: must be >= 0 (got -1)"),
     (f"tools:\n  search: {TOOL}\nprofiles:\n  p: {{cost_weight: 0.5, latency_weight: 0.6}}\n",
      "bad.yaml:4: profiles.p: cost_weight + latency_weight must sum to 1 (got 0.5 + 0.6 = 1.1)"),
@@ -75,11 +75,11 @@ BROKEN = [
      "bad.yaml:6: tasks.faq.expected_tools.1: unknown tool 'nope'; known tools: search"),
     (f"tools:\n  search: {TOOL}\ncolour: red\n",
      "bad.yaml:3: colour: unknown key; expected one of: version, default_profile, default_environment, tools, profiles, thresholds, tasks, models, attribute_mapping"),
-    (f"tools:\n  search:\n    cost_usd: 1\n    latency_ms: 1\n    capabilities: [x]\n    complexity: simple\n    speed: fast\n",
+    ("tools:\n  search:\n    cost_usd: 1\n    latency_ms: 1\n    capabilities: [x]\n    complexity: simple\n    speed: fast\n",
      "bad.yaml:7: tools.search.speed: unknown key; expected one of: description, cost_usd, latency_ms, latency_slo_ms, capabilities, complexity, aliases, parameters"),
-    (f"tools:\n  search: {{latency_ms: 1, capabilities: [x], complexity: simple}}\n",
+    ("tools:\n  search: {latency_ms: 1, capabilities: [x], complexity: simple}\n",
      "bad.yaml:2: tools.search: 'cost_usd' is required"),
-    (f"tools:\n  search: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: hard}}\n",
+    ("tools:\n  search: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: hard}\n",
      "bad.yaml:2: tools.search.complexity: must be one of simple, moderate, advanced (got 'hard')"),
     (f"tools:\n  search: {TOOL}\nthresholds:\n  production: {{warn: 0.8, fail: 0.9}}\n",
      "bad.yaml:4: thresholds.production: warn (0.8) must be at least fail (0.9)"),
@@ -87,7 +87,7 @@ BROKEN = [
      "bad.yaml:3: default_profile: unknown profile 'thrifty'; known: balanced, cost_critical, latency_critical"),
     (f"tools:\n  search: {TOOL}\ntasks:\n  faq: {{capability: teleport}}\n",
      "bad.yaml:4: tasks.faq.capability: no tool in the catalog has capability 'teleport'"),
-    (f"tools:\n  search: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, parameters: {{type: objekt}}}}\n",
+    ("tools:\n  search: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, parameters: {type: objekt}}\n",
      "bad.yaml:2: tools.search.parameters.type: not a valid JSON Schema"),
     (f"tools:\n  a: {TOOL}\n  b: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, aliases: [a]}}\n",
      "bad.yaml:3: tools.b.aliases: alias 'a' is already the name or an alias of tool 'a'"),

@@ -247,3 +247,9 @@ def test_a_failing_on_run_callback_is_counted():
     app.agent("support_agent", lambda: app.tool("local_index"))
     assert app.sample("agent_eval_processor_internal_errors_total") == 1
     assert app.sample("agent_eval_runs_total", gen_ai_agent_name="support_agent", task="faq", outcome="completed") == 1
+
+
+def test_a_retry_after_an_error_is_not_redundant():
+    app = App()
+    app.agent("support_agent", lambda: (app.tool("local_index", error="timeout"), app.tool("local_index"), app.tool("local_index")))
+    assert app.runs[0].evaluation.redundant_calls == ("local_index",)  # only the third call repeats a success
