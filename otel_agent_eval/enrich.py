@@ -163,7 +163,7 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float) -> Enriche
     }
     if run.agent:
         extra[RUN + "agent"] = run.agent
-    for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity"):
+    for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity", "call_precision"):
         value = getattr(e, name)
         if value is not None:
             extra[RUN + name] = value

@@ -45,6 +45,8 @@ class _CatalogState(NamedTuple):
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
+    metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
+
     """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics
     and enriched spans.
 
@@ -60,6 +62,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     and keys inside tool arguments/results of forwarded tool spans with ``[REDACTED]``;
     `drop_tool_io=True` drops tool arguments and results from them altogether.
     """
+
+    metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
 
     @property
     def catalog(self) -> Catalog:
@@ -159,6 +163,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         if self._enricher is not None:
             self._enricher._lock = threading.Lock()
         self._closers = []
+        self.metrics_address = None
 
     # -- SpanProcessor ----------------------------------------------------------------
 

@@ -31,9 +31,10 @@ _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o
 class RunEvaluation:
     completed: bool
     completion_reason: str
-    tool_accuracy: float | None  # mean of argument validity and order accuracy, where known
+    tool_accuracy: float | None  # mean of argument validity, order accuracy and call precision, where known
     argument_validity: float | None  # share of calls whose arguments pass the tool's JSON Schema
     order_accuracy: float | None  # expected tools called in order (deepeval's ordered correctness)
+    call_precision: float | None  # share of calls neither spurious nor redundant
     invalid_calls: tuple[str, ...]  # "tool: why" for calls with invalid arguments
     spurious_calls: tuple[str, ...]  # tools outside the route's expected/acceptable/optimal set
     redundant_calls: tuple[str, ...]  # repeats of the same tool with the same arguments
@@ -75,7 +76,9 @@ class RunEvaluator:
         expected = list(route.expected_tools) if route else []
         called = [_Named(self._canonical(r.name)) for r in run.tool_calls]
         order = tool_correctness_score(called, [_Named(n) for n in expected], consider_ordering=True) if expected else None
-        known = [v for v in (validity, order) if v is not None]
+        spurious, redundant = self._spurious(run, route), _redundant(run)
+        precision = 1 - min(len(run.tool_calls), len(spurious) + len(redundant)) / len(run.tool_calls) if run.tool_calls else None
+        known = [v for v in (validity, order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
         correctness = tool_correctness_score(called, [_Named(n) for n in expected]) if expected else None
         llm_cost, unpriced = self._llm_cost(run)
@@ -92,8 +95,8 @@ class RunEvaluator:
         health = 100 * sum(w * v for w, v in weighted) / sum(w for w, _ in weighted)
         return RunEvaluation(
             completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
-            order_accuracy=order, invalid_calls=invalid, spurious_calls=self._spurious(run, route),
-            redundant_calls=_redundant(run), over_budget=bool(route and route.max_calls and len(run.tool_calls) > route.max_calls),
+            order_accuracy=order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
+            redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(run.tool_calls) > route.max_calls),
             tool_correctness=correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
             duration_s=run.duration_s, hallucination_free=hallucination_free, health=health,
         )
@@ -120,7 +123,7 @@ class RunEvaluator:
             if validator is None:
                 continue
             checked += 1
-            error = next(iter(validator.iter_errors(record.arguments)), None)
+            error = next(iter(validator.iter_errors(_as_schema_expects(record.arguments, validator.schema))), None)
             if error is not None:
                 where = "/".join(map(str, error.absolute_path))
                 invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
@@ -186,6 +189,18 @@ def price_of(models: Mapping[str, ModelPrice], model: str | None) -> ModelPrice 
         return price
     base = max((m for m in models if model.startswith(m) and _DATED_SUFFIX.match(model, len(m))), key=len, default=None)
     return models[base] if base else None
+
+
+def _as_schema_expects(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain-text input (OpenInference records a one-argument tool's input as bare text, read as
+    {"input": text}) is the value of the schema's single argument."""
+    if len(arguments) != 1 or "input" not in arguments:
+        return arguments
+    properties = schema.get("properties") or {}
+    if "input" in properties:
+        return arguments
+    names = list(schema.get("required") or properties)
+    return {names[0]: arguments["input"]} if len(names) == 1 else arguments
 
 
 def _unhandled_errors(run: AgentRun) -> list[str]:

@@ -82,11 +82,12 @@ def test_a_multi_step_run_is_assembled_and_evaluated():
     assert e.redundant_calls == ("local_index",) and e.spurious_calls == ("web_search",)
     assert e.over_budget  # faq allows 2 calls
     assert e.tool_correctness == 1.0 and e.argument_validity == 1.0
-    assert e.order_accuracy == 1.0 and e.tool_accuracy == 1.0
+    assert e.order_accuracy == 1.0 and e.call_precision == pytest.approx(1 / 3)  # 1 spurious + 1 redundant of 3
+    assert e.tool_accuracy == pytest.approx((1.0 + 1.0 + 1 / 3) / 3)
     assert e.tool_cost_usd == pytest.approx(0.003)
     assert e.llm_cost_usd == pytest.approx(2 * (1.0 * 0.00015 + 0.5 * 0.0006))
     cost = e.tool_cost_usd + e.llm_cost_usd
-    expected_health = 100 * (0.30 + 0.25 * 1.0 + 0.10 * (1 - 0.051 / 10) + 0.10 * (1 - cost / 0.10)) / 0.75
+    expected_health = 100 * (0.30 + 0.25 * e.tool_accuracy + 0.10 * (1 - 0.051 / 10) + 0.10 * (1 - cost / 0.10)) / 0.75
     assert e.health == pytest.approx(expected_health)
     labels = dict(gen_ai_agent_name="support_agent", task="faq")
     assert app.sample("agent_eval_runs_total", **labels, outcome="completed") == 1

@@ -77,3 +77,12 @@ def test_capture_runs_without_a_processor_adds_one_to_the_provider():
         pass
     assert [r.agent for r in first] == ["math_agent"] and second == []
     assert len(provider._active_span_processor._span_processors) == 1  # shared, added once
+
+
+def test_plain_text_input_of_a_one_argument_tool_is_valid_against_its_schema():
+    processor = AgentEvalSpanProcessor(registry=CollectorRegistry())
+    with capture_runs(processor) as runs:
+        instrumented.langchain_openinference_spans(processors=[processor])
+    (run,) = runs
+    assert run.tool_calls[0].arguments == {"input": "return policy"}  # as OpenInference records it
+    assert run.evaluation.argument_validity == 1.0 and run.evaluation.invalid_calls == ()
