@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
 from . import conventions as c
 from .enrich import Enricher, Redactor, enrich_run
+from .handoff import SpanQueue
 from .prometheus import EvalMetrics
 from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
@@ -32,6 +33,10 @@ from .runs import AgentRun, ClosedRun, Pending, RunTracker
 from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
+
+
+_START, _TYPED, _PLAIN = 0, 1, 2  # what a queued item is: an agent start, a span with a kind, any other span
+_KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND)
 
 
 class _CatalogState(NamedTuple):
@@ -61,6 +66,12 @@ class AgentEvalSpanProcessor(SpanProcessor):
     expression, e.g. ``"password|token|secret|api_key"``) replaces matching attribute values
     and keys inside tool arguments/results of forwarded tool spans with ``[REDACTED]``;
     `drop_tool_io=True` drops tool arguments and results from them altogether.
+
+    Like `BatchSpanProcessor`, it hands spans off: `span.end()` only classifies the span with
+    a few dict look-ups and queues it when it matters (tool, LLM and agent spans, and spans of
+    their traces); a daemon thread scores them in batches and forwards them. A scrape,
+    `force_flush()` and `shutdown()` process whatever is queued first, so metrics are current
+    when read. `background=False` processes every span on the ending thread instead.
     """
 
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
@@ -131,6 +142,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         run_validator: Callable[[AgentRun], bool] | None = None,
         redact_keys: str | None = None,
         drop_tool_io: bool = False,
+        background: bool = True,
+        queue_limit: int = 65_536,
     ) -> None:
         self._options = dict(profile=profile, environment=environment, attribute_mapping=attribute_mapping, run_validator=run_validator)
         self._state = self._build_state(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
@@ -148,6 +161,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._logged: set[tuple[str, type]] = set()
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
+        self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
+        self._queue = SpanQueue(self._consume, background=background, limit=queue_limit)
+        self.metrics.before_collect = self._queue.drain
         _reset_in_forked_children(self)
 
     def _after_fork_in_child(self) -> None:
@@ -160,19 +176,23 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.metrics.reset_after_fork()
         self._seen, self._ignored = self.metrics.seen.bump, self.metrics.ignored.bump
         self.runs.reset_after_fork()
+        self._queue.reset_after_fork()
+        self._active = {}
         if self._enricher is not None:
             self._enricher._lock = threading.Lock()
         self._closers = []
         self.metrics_address = None
 
-    # -- SpanProcessor ----------------------------------------------------------------
+    # -- SpanProcessor: the app's thread does only this ----------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            name = agent_name_of(attribute_dict(span), span.name)
-            if name is not None:
-                context = span.context
-                self.runs.agent_started(context.trace_id, context.span_id, name, span.start_time)
+            attrs = attribute_dict(span)
+            if _KIND_KEYS[0] in attrs or _KIND_KEYS[1] in attrs or _KIND_KEYS[2] in attrs:
+                name = agent_name_of(attrs, span.name)
+                if name is not None:
+                    self._active[span.context.trace_id] = None
+                    self._queue.put((_START, span, name))
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_start", exc)
         if self.forward_to is not None:
@@ -182,21 +202,52 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._failed("forward on_start", exc, "forward_errors")
 
     def on_end(self, span: ReadableSpan) -> None:
+        self._seen()
+        try:
+            attrs = attribute_dict(span)
+            custom = self._state.custom
+            if (_KIND_KEYS[0] in attrs or _KIND_KEYS[1] in attrs or _KIND_KEYS[2] in attrs
+                    or (custom is not None and custom.tool_name[0] in attrs)):
+                self._active[span.context.trace_id] = None
+                self._queue.put((_TYPED, span, attrs))
+                return
+            self._ignored()
+            if self._active and span.context.trace_id in self._active:  # may close a run
+                self._queue.put((_PLAIN, span, attrs))
+                return
+        except Exception as exc:  # noqa: BLE001 - never break the host app
+            self._failed("on_end", exc)
+        if self.forward_to is not None:
+            try:
+                self.forward_to.on_end(span)
+            except Exception as exc:  # noqa: BLE001
+                self._failed("forward on_end", exc, "forward_errors")
+
+    def drain(self) -> None:
+        """Process every span handed off so far (a scrape, `force_flush` and `shutdown` do this)."""
+        self._queue.drain()
+
+    # -- the consumer: one thread at a time, in span order ---------------------------
+
+    def _consume(self, item: tuple[int, Any, Any]) -> None:
+        kind, span, extra = item
         forward: list[ReadableSpan] = [span]
         try:
-            self._seen()
-            attrs = attribute_dict(span)
-            convention = convention_of(attrs, self._state.custom)
+            if kind == _START:
+                context = span.context
+                self.runs.agent_started(context.trace_id, context.span_id, extra, span.start_time)
+                return
+            attrs = extra
+            convention = convention_of(attrs, self._state.custom) if kind == _TYPED else None
             if convention is not None:
                 forward = self._tool_span(span, attrs, convention)
             else:
-                self._ignored()
-                if self.runs:
-                    forward = self._other_span(span, attrs)
-                else:
-                    llm = llm_call_of(attrs)
-                    if llm is not None:
-                        self.runs.add_llm(span.context.trace_id, llm._replace(span_id=span.context.span_id))
+                if kind == _TYPED:
+                    self._ignored()
+                forward = self._other_span(span, attrs)
+            parent = span.parent
+            if parent is None or parent.is_remote:  # a local root: its trace is done here
+                self._active.pop(span.context.trace_id, None)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_end", exc)
         self._forward(forward)
@@ -209,10 +260,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             if (record.agent is None and self._state.defer_unrouted and parent is not None and not parent.is_remote
                     and self.runs.defer(record.trace_id, Pending(span, attrs, record))):
                 return []  # forwarded when its agent is known (at the latest when the trace's root ends)
-        out = [self._scored(span, attrs, record)]
-        if self.runs:
-            out = self._close_runs(span, attrs, out)
-        return out
+        return self._close_runs(span, attrs, [self._scored(span, attrs, record)])
 
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
@@ -228,6 +276,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         released: list[ReadableSpan] = []
         for item in closed:
             released += self._finish_run(item, out)
+            if item.run.closed_by != "end":
+                self._active.pop(item.run.trace_id, None)
         return released + out
 
     def _scored(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> ReadableSpan:
@@ -311,6 +361,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             return
         self._shutdown = True
         try:
+            self._queue.stop()
             released: list[ReadableSpan] = []
             for closed in self.runs.close_all():
                 released += self._finish_run(closed, [])
@@ -329,6 +380,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._failed("forward shutdown", exc, "forward_errors")
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        try:
+            self._queue.drain()
+        except Exception as exc:  # noqa: BLE001
+            self._failed("force_flush", exc)
         if self.forward_to is None:
             return True
         try:

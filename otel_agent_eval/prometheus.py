@@ -16,7 +16,7 @@ import math
 import threading
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -127,6 +127,7 @@ class EvalMetrics:
         self.seen = Tally()  # bumped for every span, so lock-free
         self.ignored = Tally()
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
+        self.before_collect: Callable[[], None] | None = None  # e.g. process spans still queued
         self.registry = registry
         if registry is not None:
             registry.register(self)
@@ -235,6 +236,11 @@ class EvalMetrics:
     # -- scrape side -------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
+        if self.before_collect is not None:
+            try:
+                self.before_collect()
+            except Exception:  # noqa: BLE001 - a scrape shows what there is
+                pass
         with self._lock:
             yield from self._tool_families()
             yield from self._run_families()

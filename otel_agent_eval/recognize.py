@@ -85,37 +85,21 @@ def custom_convention(mapping: AttributeMapping) -> _Convention:
 
 
 class ToolCallRecord:
-    """One tool call read from a span: a deepeval `ToolCall` plus timing, status and ids."""
+    """One tool call read from a span: a deepeval `ToolCall` plus timing, status and ids.
 
-    __slots__ = (
-        "name", "output", "duration_s", "start_ns", "end_ns", "error", "error_message",
-        "trace_id", "span_id", "parent_span_id", "call_id", "agent", "convention", "tool_type",
-        "problems", "_raw_arguments", "_arguments", "_schema", "_tool_call",
-    )
+    What scoring needs (name, timing, error, ids, agent) is read when the span ends; the
+    rest (arguments, output, call id, type, schema) only when first asked for, from the
+    span's attributes, which the SDK has frozen by then.
+    """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        arguments: Any = None,
-        output: Any = None,
-        duration_s: float | None = None,
-        start_ns: int | None = None,
-        end_ns: int | None = None,
-        error: str | None = None,
-        error_message: str | None = None,
-        trace_id: int = 0,
-        span_id: int = 0,
-        parent_span_id: int | None = None,
-        call_id: str | None = None,
-        agent: str | None = None,
-        convention: str = c.CUSTOM,
-        tool_type: str | None = None,
-        schema: Any = None,
-        problems: list[str] | None = None,
-    ) -> None:
+    __slots__ = ("name", "duration_s", "start_ns", "end_ns", "error", "error_message", "trace_id", "span_id",
+                 "parent_span_id", "agent", "convention", "problems", "_attrs", "_conv", "_arguments", "_schema", "_tool_call")
+
+    def __init__(self, name: str, attrs: Mapping[str, Any], conv: _Convention, *, duration_s: float | None = None,
+                 start_ns: int | None = None, end_ns: int | None = None, error: str | None = None,
+                 error_message: str | None = None, trace_id: int = 0, span_id: int = 0,
+                 parent_span_id: int | None = None, agent: str | None = None, problems: list[str] | None = None) -> None:
         self.name = name
-        self.output = output
         self.duration_s = duration_s
         self.start_ns = start_ns
         self.end_ns = end_ns
@@ -124,38 +108,51 @@ class ToolCallRecord:
         self.trace_id = trace_id
         self.span_id = span_id
         self.parent_span_id = parent_span_id
-        self.call_id = call_id
         self.agent = agent
-        self.convention = convention
-        self.tool_type = tool_type
+        self.convention = conv.name
         self.problems = problems if problems is not None else []
-        self._raw_arguments = arguments
-        self._arguments: dict[str, Any] | None = arguments if isinstance(arguments, dict) else None
-        self._schema = schema
+        self._attrs = attrs
+        self._conv = conv
+        self._arguments: dict[str, Any] | None = None
+        self._schema: Any = _UNREAD
         self._tool_call: ToolCall | None = None
 
     @property
     def arguments(self) -> dict[str, Any]:
         """The call's arguments as a dict, parsed on first use; problems are noted, never raised."""
         if self._arguments is None:
-            self._arguments = _parse_arguments(self._raw_arguments, self.convention, self.problems)
+            self._arguments = _parse_arguments(_first(self._attrs, self._conv.arguments), self.convention, self.problems)
         return self._arguments
 
     input_parameters = arguments  # the deepeval ToolCall spelling, so records score like ToolCalls
 
     @property
-    def type(self) -> str | None:
-        return self.tool_type
+    def output(self) -> Any:
+        return _first(self._attrs, self._conv.result)
+
+    @property
+    def call_id(self) -> str | None:
+        value = _first(self._attrs, self._conv.call_id)
+        return str(value) if value is not None else None
+
+    @property
+    def tool_type(self) -> str | None:
+        value = _first(self._attrs, self._conv.tool_type)
+        return str(value) if value is not None else None
+
+    type = tool_type
 
     @property
     def parameters_schema(self) -> dict[str, Any] | None:
         """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`)."""
-        if isinstance(self._schema, str):
-            try:
-                parsed = json.loads(self._schema) if len(self._schema) <= MAX_ARGUMENT_CHARS else None
-            except ValueError:
-                parsed = None
-            self._schema = parsed if isinstance(parsed, dict) else None
+        if self._schema is _UNREAD:
+            raw = _first(self._attrs, self._conv.schema)
+            if isinstance(raw, str):
+                try:
+                    raw = json.loads(raw) if len(raw) <= MAX_ARGUMENT_CHARS else None
+                except ValueError:
+                    raw = None
+            self._schema = raw if isinstance(raw, dict) else None
         return self._schema
 
     @property
@@ -176,6 +173,9 @@ class ToolCallRecord:
             f"ToolCallRecord(name={self.name!r}, agent={self.agent!r}, duration_s={self.duration_s!r}, "
             f"error={self.error!r}, convention={self.convention!r}, problems={self.problems!r})"
         )
+
+
+_UNREAD = object()
 
 
 def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
@@ -281,52 +281,45 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention) -> ToolCallRecord:
-    """Build the record for a span already known to be a tool call under `convention`."""
-    problems: list[str] = []
-    name = _first(attrs, convention.tool_name)
-    if not isinstance(name, str) or not name:
-        span_name = getattr(span, "name", None) or ""
-        fallback = span_name.removeprefix(c.OP_EXECUTE_TOOL).strip() if isinstance(span_name, str) else ""
-        problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(name)})")
-        name = fallback or "unknown"
+    """Build the record for a span already known to be a tool call under `convention`.
 
-    start, end = getattr(span, "start_time", None), getattr(span, "end_time", None)
-    duration = None
+    Reads the SDK's span fields directly (`ReadableSpan` sets them in `__init__`; the public
+    properties would cost a Python call each), with the properties as fallback.
+    """
+    fields = getattr(span, "__dict__", None) or {}
+    problems: list[str] = []
+    name = attrs.get(convention.tool_name[0])
+    if type(name) is not str or not name:
+        name = _first(attrs, convention.tool_name[1:]) if len(convention.tool_name) > 1 else None
+        if type(name) is not str or not name:
+            span_name = fields.get("_name", getattr(span, "name", None))
+            fallback = span_name.removeprefix(c.OP_EXECUTE_TOOL).strip() if isinstance(span_name, str) else ""
+            problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(name)})")
+            name = fallback or "unknown"
+
+    start = fields.get("_start_time", None) if fields else getattr(span, "start_time", None)
+    end = fields.get("_end_time", None) if fields else getattr(span, "end_time", None)
     if type(start) is int and type(end) is int and end >= start:
         duration = (end - start) / 1e9
     else:
+        duration = None
         problems.append(f"no valid start/end time (start={start!r}, end={end!r})")
 
     error = error_message = None
-    status = getattr(span, "status", None)
+    status = fields.get("_status") if fields else getattr(span, "status", None)
     error_type = attrs.get(c.ERROR_TYPE)
     if error_type is not None or (status is not None and status.status_code is StatusCode.ERROR):
         error = str(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
         error_message = getattr(status, "description", None)
 
-    context = getattr(span, "context", None)
-    parent = getattr(span, "parent", None)
-    call_id = _first(attrs, convention.call_id)
-    agent = _first(attrs, convention.agent)
-    tool_type = _first(attrs, convention.tool_type)
+    context = fields.get("_context") if fields else getattr(span, "context", None)
+    parent = fields.get("_parent") if fields else getattr(span, "parent", None)
+    agent = _first(attrs, convention.agent) if convention.agent else None
     return ToolCallRecord(
-        name,
-        arguments=_first(attrs, convention.arguments),
-        output=_first(attrs, convention.result),
-        duration_s=duration,
-        start_ns=start,
-        end_ns=end,
-        error=error,
-        error_message=error_message,
-        trace_id=getattr(context, "trace_id", 0) or 0,
-        span_id=getattr(context, "span_id", 0) or 0,
-        parent_span_id=getattr(parent, "span_id", None),
-        call_id=str(call_id) if call_id is not None else None,
-        agent=agent if isinstance(agent, str) else None,
-        convention=convention.name,
-        tool_type=str(tool_type) if tool_type is not None else None,
-        schema=_first(attrs, convention.schema),
-        problems=problems,
+        name, attrs, convention, duration_s=duration, start_ns=start, end_ns=end, error=error,
+        error_message=error_message, trace_id=getattr(context, "trace_id", 0) or 0,
+        span_id=getattr(context, "span_id", 0) or 0, parent_span_id=getattr(parent, "span_id", None),
+        agent=agent if type(agent) is str else None, problems=problems,
     )
 
 

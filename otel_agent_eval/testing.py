@@ -106,6 +106,7 @@ class _Captures:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active: list[list[AgentRun]] = []
+        self.processor: AgentEvalSpanProcessor | None = None
 
     def on_run(self, run: AgentRun) -> None:
         with self.lock:
@@ -138,6 +139,7 @@ def capture_runs(processor: AgentEvalSpanProcessor | None = None, *, tracer_prov
         processor.on_run = both
         try:
             yield runs
+            processor.drain()  # runs still queued belong to the block
         finally:
             processor.on_run = previous
         return
@@ -146,11 +148,13 @@ def capture_runs(processor: AgentEvalSpanProcessor | None = None, *, tracer_prov
         captures = _by_provider.get(provider)
         if captures is None:
             captures = _by_provider[provider] = _Captures()
-            provider.add_span_processor(AgentEvalSpanProcessor(catalog, registry=None, on_run=captures.on_run))
+            captures.processor = AgentEvalSpanProcessor(catalog, registry=None, on_run=captures.on_run)
+            provider.add_span_processor(captures.processor)
     with captures.lock:
         captures.active.append(runs)
     try:
         yield runs
+        captures.processor.drain()
     finally:
         with captures.lock:
             captures.active = [r for r in captures.active if r is not runs]

@@ -73,6 +73,7 @@ MULTIPROCESS_APP = textwrap.dedent('''
         tracer = provider.get_tracer("worker")
         for i in range(n):
             tracer.start_span("t", attributes=TOOL, start_time=0).end(end_time=int(0.5e9))
+        provider.force_flush()  # as with BatchSpanProcessor: a process that ends abruptly flushes first
 
     if __name__ == "__main__":
         ctx = multiprocessing.get_context("fork")

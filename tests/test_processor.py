@@ -47,6 +47,7 @@ class App:
         return self.registry.get_sample_value(name, labels)
 
     def exported_by_name(self):
+        self.processor.force_flush()
         return {s.name: s for s in self.exported.get_finished_spans()}
 
 
@@ -129,6 +130,7 @@ def test_on_call_sees_record_and_score():
     seen = []
     app = App(on_call=lambda record, score: seen.append((record.name, record.agent, score.outcome)))
     app.run("math_agent", "wolfram_alpha")
+    app.processor.force_flush()
     assert seen == [("wolfram_alpha", "math_agent", "suboptimal")]
 
 
@@ -199,10 +201,12 @@ def test_bad_constructor_arguments_raise_at_once(tmp_path):
 def test_open_runs_are_bounded_and_evictions_counted():
     app = App(max_open_traces=3)
     spans = [app.tracer.start_span("invoke_agent a", attributes={**AGENT, "gen_ai.agent.name": f"a{i}"}) for i in range(10)]
+    app.processor.force_flush()
     assert len(app.processor.runs) == 3
     assert app.sample("agent_eval_processor_runs_closed_early_total", reason="capacity") == 7
     for span in spans:
         span.end()
+    app.processor.force_flush()
     assert len(app.processor.runs) == 0
 
 

@@ -109,6 +109,7 @@ def exported(**options):
     provider.add_span_processor(AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=SimpleSpanProcessor(exporter), **options))
     call(provider.get_tracer("t"), "web_search", **{"gen_ai.tool.call.arguments": SECRET_ARGS, "gen_ai.tool.call.result": "ok",
                                                      "app.session_token": "abc"})
+    provider.force_flush()
     (span,) = exporter.get_finished_spans()
     return span.attributes
 

@@ -20,8 +20,8 @@ class App:
     def __init__(self, **options):
         self.registry = CollectorRegistry()
         self.exported = InMemorySpanExporter()
-        self.runs = []
-        options.setdefault("on_run", self.runs.append)
+        self._runs = []
+        options.setdefault("on_run", self._runs.append)
         self.processor = AgentEvalSpanProcessor(registry=self.registry, forward_to=SimpleSpanProcessor(self.exported), **options)
         provider = TracerProvider()
         provider.add_span_processor(self.processor)
@@ -59,6 +59,16 @@ class App:
 
     def sample(self, name, **labels):
         return self.registry.get_sample_value(name, labels)
+
+    @property
+    def runs(self):
+        """The runs finished so far (after the hand-off to the processor's thread)."""
+        self.processor.force_flush()
+        return self._runs
+
+    def exported_names(self):
+        self.processor.force_flush()
+        return [s.name for s in self.exported.get_finished_spans()]
 
 
 def support_run(app):
@@ -105,6 +115,7 @@ def test_a_multi_step_run_is_assembled_and_evaluated():
 def test_the_exported_root_carries_the_run_scores():
     app = App()
     app.agent("support_agent", lambda: support_run(app))
+    app.processor.force_flush()
     root = {s.name: s for s in app.exported.get_finished_spans()}["invoke_agent support_agent"]
     attrs = root.attributes
     assert attrs["agent_eval.run.outcome"] == "completed" and attrs["agent_eval.run.task"] == "faq"
@@ -187,7 +198,7 @@ def test_nested_agents_are_separate_runs_and_wrappers_are_dropped():
     app = App()
     app.agent("workflow", lambda: app.agent("support_agent", lambda: app.tool("local_index")))
     assert [r.agent for r in app.runs] == ["support_agent"]
-    app.runs.clear()
+    app._runs.clear()
     app.agent("math_agent", lambda: (app.tool("basic_calculator"), app.agent("support_agent", lambda: app.tool("local_index"))))
     assert sorted((r.agent, len(r.tool_calls)) for r in app.runs) == [("math_agent", 1), ("support_agent", 1)]
 
@@ -203,7 +214,7 @@ def test_calls_without_an_agent_form_a_trace_run():
     (run,) = app.runs
     assert (run.kind, run.agent, run.task, run.root_name) == ("trace", None, "", "POST /ask")
     assert [r.name for r in run.tool_calls] == ["web_search"] and len(run.llm_calls) == 1
-    exported = [s.name for s in app.exported.get_finished_spans()]
+    exported = app.exported_names()
     assert exported.count("execute_tool web_search") == 1  # held until the root ended, then exported once
 
 
@@ -215,12 +226,12 @@ def test_runs_whose_root_never_ends_close_after_the_ttl_and_nothing_is_lost():
     from opentelemetry.trace import use_span
     with use_span(stuck, end_on_exit=False):
         app.tool("web_search")  # agent unknown: held back
-    assert "execute_tool web_search" not in [s.name for s in app.exported.get_finished_spans()]
+    assert "execute_tool web_search" not in app.exported_names()
     now[0] = 120.0
     app.agent("support_agent", lambda: app.tool("local_index"))
     assert app.sample("agent_eval_processor_runs_closed_early_total", reason="ttl") == 1
     assert sorted(r.closed_by for r in app.runs) == ["end", "ttl"]
-    assert "execute_tool web_search" in [s.name for s in app.exported.get_finished_spans()]
+    assert "execute_tool web_search" in app.exported_names()
 
 
 def test_calls_past_the_per_run_cap_are_counted_not_kept():
@@ -240,7 +251,7 @@ def test_shutdown_closes_open_runs_and_forwards_held_spans():
         app.tool("web_search")
     app.processor.shutdown()
     assert [r.closed_by for r in app.runs] == ["shutdown"]
-    assert "execute_tool web_search" in [s.name for s in app.exported.get_finished_spans()]
+    assert "execute_tool web_search" in app.exported_names()
 
 
 def test_a_failing_on_run_callback_is_counted():
