@@ -94,9 +94,9 @@ class BucketCounts:
         self.count: int = 0
         #: ``None`` until the first exemplar, then one ``(trace_id_hex, value, unix_ts)``
         #: or ``None`` per bucket: the latest only, so keeping it costs a tuple, not a list.
-        self.exemplars: list[tuple[str, float, float] | None] | None = None
+        self.exemplars: list[tuple[str | int, float, float] | None] | None = None
 
-    def observe(self, value: float, trace_id: str | None = None, timestamp: float | None = None) -> None:
+    def observe(self, value: float, trace_id: str | int | None = None, timestamp: float | None = None) -> None:
         """Count ``value``; with ``trace_id`` also keep it as the bucket's exemplar.
 
         ``timestamp`` (Unix seconds) defaults to ``time.time()``, read only when an

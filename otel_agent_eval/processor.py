@@ -254,13 +254,19 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> list[ReadableSpan]:
         record = read_tool_call(span, attrs, convention)
+        parent = span.parent
+        local_child = parent is not None and not parent.is_remote
         if record.agent is None:
             record.agent = self.runs.agent_of(record.trace_id)
-            parent = span.parent
-            if (record.agent is None and self._state.defer_unrouted and parent is not None and not parent.is_remote
+            if (record.agent is None and local_child and self._state.defer_unrouted
                     and self.runs.defer(record.trace_id, Pending(span, attrs, record))):
                 return []  # forwarded when its agent is known (at the latest when the trace's root ends)
-        return self._close_runs(span, attrs, [self._scored(span, attrs, record)])
+        score = self.score_record(span, attrs, record)
+        self.runs.add_call(record.trace_id, record, score)
+        out = [self._enriched(span, attrs, record, score)]
+        if local_child and not self.runs.closed_early_waiting:  # a tool span closes a run only as a root
+            return out
+        return self._close_runs(span, attrs, out)
 
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
@@ -279,11 +285,6 @@ class AgentEvalSpanProcessor(SpanProcessor):
             if item.run.closed_by != "end":
                 self._active.pop(item.run.trace_id, None)
         return released + out
-
-    def _scored(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> ReadableSpan:
-        score = self.score_record(span, attrs, record)
-        self.runs.add_call(record.trace_id, record, score)
-        return self._enriched(span, attrs, record, score)
 
     def _enriched(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord, score: CallScore) -> ReadableSpan:
         if self._enricher is None:

@@ -171,7 +171,7 @@ class EvalMetrics:
                 hist = series.durations.get(error_type)
                 if hist is None:
                     hist = series.durations[error_type] = BucketCounts(DURATION_BUCKETS_S)
-                hist.observe(duration, format(trace_id, "032x") if trace_id else None)
+                hist.observe(duration, trace_id or None)  # an int; formatted as hex only when scraped
                 series.window.observe(duration)
                 series.excess_latency_s += score.excess_latency_s
                 if score.slo_exceeded:
@@ -184,7 +184,7 @@ class EvalMetrics:
     def record_run(self, run: Any) -> None:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
         evaluation = run.evaluation
-        trace_hex = format(run.trace_id, "032x") if run.trace_id else None
+        trace_id = run.trace_id or None
         with self._lock:
             key = (self._agent_label(run.agent or ""), run.task)
             series = self._runs.get(key)
@@ -192,12 +192,12 @@ class EvalMetrics:
                 series = self._runs[key] = _RunSeries()
             series.outcomes[evaluation.outcome] += 1
             if evaluation.duration_s is not None:
-                series.duration.observe(evaluation.duration_s, trace_hex)
-            series.cost.observe(evaluation.cost_usd, trace_hex)
+                series.duration.observe(evaluation.duration_s, trace_id)
+            series.cost.observe(evaluation.cost_usd, trace_id)
             series.calls.observe(len(run.tool_calls) + run.calls_dropped)
             if evaluation.tool_correctness is not None:
                 series.correctness.observe(evaluation.tool_correctness)
-            series.health.observe(evaluation.health, trace_hex)
+            series.health.observe(evaluation.health, trace_id)
             redundant = [self._tool_label(tool) for tool in evaluation.redundant_calls]
             spurious = [self._tool_label(tool) for tool in evaluation.spurious_calls]
             series.redundant.update(redundant)
@@ -380,8 +380,12 @@ def _le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[An
         total += n
         le = "+Inf" if bound == math.inf else _float_label(bound)
         ex = exemplars[i] if exemplars else None
-        out.append((le, total, Exemplar({"trace_id": ex[0]}, ex[1], ex[2])) if ex else (le, total))
+        out.append((le, total, Exemplar({"trace_id": _hex(ex[0])}, ex[1], ex[2])) if ex else (le, total))
     return out
+
+
+def _hex(trace_id: int | str) -> str:
+    return format(trace_id, "032x") if isinstance(trace_id, int) else trace_id
 
 
 def _float_label(value: float) -> str:

@@ -200,6 +200,10 @@ class RunTracker:
                 closed.extend(self._close_trace(trace, span, "end"))
         return [c for c in closed if c is not None]
 
+    @property
+    def closed_early_waiting(self) -> bool:
+        return bool(self._closed_early)
+
     def drain_closed_early(self) -> list[ClosedRun]:
         """Runs closed by the bounds (TTL, capacity) since the last call; their pending calls need scoring."""
         if not self._closed_early:

@@ -24,6 +24,7 @@ OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR = "optimal", "acceptable", 
 OUTCOMES = (OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR)
 UNROUTED = ""  # task label of calls no route matched
 _ROUTE_CACHE_LIMIT = 4096
+_MISS = object()
 _UNKNOWN_LIMIT = 1000  # distinct unknown tool names scored individually
 UNKNOWN_OVERFLOW = "_other_"
 
@@ -52,16 +53,20 @@ class StaticScore:
     reason: str
 
 
-@dataclass(frozen=True)
 class CallScore:
-    """A scored call: the static part plus what was observed on this span."""
+    """A scored call: the static part plus what was observed on this span (a plain slotted class:
+    one is built per tool span, and a frozen dataclass costs four times as much to build)."""
 
-    static: StaticScore
-    outcome: str
-    duration_s: float | None
-    excess_latency_s: float
-    slo_exceeded: bool
-    error_type: str | None = None
+    __slots__ = ("static", "outcome", "duration_s", "excess_latency_s", "slo_exceeded", "error_type")
+
+    def __init__(self, static: StaticScore, outcome: str, duration_s: float | None, excess_latency_s: float,
+                 slo_exceeded: bool, error_type: str | None = None) -> None:
+        self.static = static
+        self.outcome = outcome
+        self.duration_s = duration_s
+        self.excess_latency_s = excess_latency_s
+        self.slo_exceeded = slo_exceeded
+        self.error_type = error_type
 
     @property
     def passed(self) -> bool:
@@ -69,6 +74,9 @@ class CallScore:
 
     def __getattr__(self, name: str) -> Any:  # the static fields read as if they were ours
         return getattr(self.static, name)
+
+    def __repr__(self) -> str:
+        return f"CallScore(tool={self.static.tool!r}, task={self.static.task!r}, outcome={self.outcome!r}, efficiency={self.static.efficiency!r})"
 
 
 class Scorer:
@@ -100,7 +108,13 @@ class Scorer:
         """The first task route matching the call's agent and span/resource attributes (cached)."""
         attributes = attributes or {}
         resource = resource or {}
-        key = (agent, *(attributes.get(k, resource.get(k)) for k in self._route_keys))
+        if not self._route_keys:  # routes match on the agent alone (the packaged catalog's do)
+            route = self._route_cache.get(agent, _MISS)
+            if route is not _MISS:
+                return route
+            key: Any = agent
+        else:
+            key = (agent, *(attributes.get(k, resource.get(k)) for k in self._route_keys))
         try:
             return self._route_cache[key]
         except KeyError:
