@@ -209,20 +209,18 @@ class EvalMetrics:
             self.mirror.record_run(run, key, redundant, spurious)
 
     def _tool_label(self, tool: str) -> str:
-        if tool in self._known_tools or tool in self._unknown_tools:
-            return tool
-        if len(self._unknown_tools) < self._max_unknown_tools:
-            self._unknown_tools.add(tool)
-            return tool
-        self.counters["labels_folded"] += 1
-        return OTHER
+        return tool if tool in self._known_tools else self._bounded(tool, self._unknown_tools, self._max_unknown_tools)
 
     def _agent_label(self, agent: str) -> str:
-        if not agent or agent in self._agents:
-            return agent
-        if len(self._agents) < self._max_agents:
-            self._agents.add(agent)
-            return agent
+        return self._bounded(agent, self._agents, self._max_agents) if agent else agent
+
+    def _bounded(self, name: str, seen: set[str], cap: int) -> str:
+        """`name` as a label value while fewer than `cap` names were seen, else OTHER (counted)."""
+        if name in seen:
+            return name
+        if len(seen) < cap:
+            seen.add(name)
+            return name
         self.counters["labels_folded"] += 1
         return OTHER
 
