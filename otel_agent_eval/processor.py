@@ -162,6 +162,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
         self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
+        self._active_limit = 4 * max_open_traces
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit)
         self.metrics.before_collect = self._queue.drain
         _reset_in_forked_children(self)
@@ -223,6 +224,14 @@ class AgentEvalSpanProcessor(SpanProcessor):
             except Exception as exc:  # noqa: BLE001
                 self._failed("forward on_end", exc, "forward_errors")
 
+    def _trim_active(self) -> None:
+        """Forget the oldest half of the traces marked active but no longer tracked (their roots never
+        ended here); their later spans are then forwarded directly. Keeps `_active` bounded."""
+        tracked = self.runs.tracked
+        stale = [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]
+        for trace_id in stale:
+            self._active.pop(trace_id, None)
+
     def drain(self) -> None:
         """Process every span handed off so far (a scrape, `force_flush` and `shutdown` do this)."""
         self._queue.drain()
@@ -248,6 +257,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
             parent = span.parent
             if parent is None or parent.is_remote:  # a local root: its trace is done here
                 self._active.pop(span.context.trace_id, None)
+            if len(self._active) > self._active_limit:
+                self._trim_active()
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_end", exc)
         self._forward(forward)

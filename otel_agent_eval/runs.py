@@ -201,6 +201,11 @@ class RunTracker:
         return [c for c in closed if c is not None]
 
     @property
+    def tracked(self) -> dict[int, Any]:
+        """The traces with open runs (read-only view for the processor's bookkeeping)."""
+        return self._traces
+
+    @property
     def closed_early_waiting(self) -> bool:
         return bool(self._closed_early)
 

@@ -216,3 +216,13 @@ def test_a_tool_that_cannot_do_the_task_is_never_acceptable():
     span = app.exported_by_name()["execute_tool local_index"]
     assert (span.attributes["agent_eval.outcome"], span.attributes["agent_eval.efficiency_score"]) == ("suboptimal", 0.0)
     assert span.attributes["agent_eval.reason"].startswith("Capability mismatch: 'local_index' lacks 'arithmetic' for task 'arithmetic'.")
+
+
+def test_traces_marked_for_hand_off_stay_bounded_when_roots_never_end():
+    app = App(max_open_traces=10)
+    for _ in range(500):  # chain spans inside roots that never end: nothing opens a run
+        root = app.tracer.start_span("request")
+        from opentelemetry.trace import set_span_in_context
+        app.tracer.start_span("step", context=set_span_in_context(root), attributes={"openinference.span.kind": "CHAIN"}).end()
+    app.processor.force_flush()
+    assert len(app.processor._active) <= 4 * 10 + 1
