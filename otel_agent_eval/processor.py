@@ -4,9 +4,9 @@
     ...     "catalog.yaml", registry=registry,
     ...     forward_to=BatchSpanProcessor(OTLPSpanExporter())))
 
-It runs inside `span.end()` of someone else's app, so it never raises, never blocks
-on I/O, and keeps its per-span work to a few dict look-ups for spans that are neither
-tool calls nor part of an agent run. Failures are logged once per kind and counted.
+It runs inside `span.end()` of someone else's app, so it never raises, never blocks on
+I/O, and does no more than a few dict look-ups there: the scoring happens on its own
+thread (see `handoff.py`). Failures are logged once per kind and counted.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
 from . import conventions as c
+from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
 from .enrich import Enricher, Redactor, enrich_run
 from .handoff import SpanQueue
 from .prometheus import EvalMetrics
@@ -33,7 +33,6 @@ from .runs import AgentRun, ClosedRun, Pending, RunTracker
 from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
-
 
 _START, _TYPED, _PLAIN = 0, 1, 2  # what a queued item is: an agent start, a span with a kind, any other span
 _KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND)
@@ -50,8 +49,6 @@ class _CatalogState(NamedTuple):
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
-    metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
-
     """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics
     and enriched spans.
 
@@ -61,7 +58,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
     it receives every span, tool spans as enriched copies with `agent_eval.*` attributes
     and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
     `on_call(record, score)` and `on_run(run)` are called for each scored call and finished
-    run (on the ending thread: keep them quick; their exceptions are caught and counted).
+    run (on the processor's thread, in span order; their exceptions are caught and counted).
     `run_validator(run) -> bool` adds your own task-completion check. `redact_keys` (a regular
     expression, e.g. ``"password|token|secret|api_key"``) replaces matching attribute values
     and keys inside tool arguments/results of forwarded tool spans with ``[REDACTED]``;
@@ -75,51 +72,6 @@ class AgentEvalSpanProcessor(SpanProcessor):
     """
 
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
-
-    @property
-    def catalog(self) -> Catalog:
-        return self._state.catalog
-
-    @property
-    def scorer(self) -> Scorer:
-        return self._state.scorer
-
-    @property
-    def evaluator(self) -> RunEvaluator:
-        return self._state.evaluator
-
-    def _build_state(self, catalog: Catalog) -> _CatalogState:
-        o = self._options
-        mapping = o["attribute_mapping"] or catalog.attribute_mapping
-        return _CatalogState(
-            catalog=catalog,
-            scorer=Scorer(catalog, profile=o["profile"], environment=o["environment"]),
-            evaluator=RunEvaluator(catalog, validator=o["run_validator"]),
-            custom=custom_convention(mapping) if mapping else None,
-            defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
-        )
-
-    def reload_catalog(self, catalog: Catalog | PathLike | None = None) -> bool:
-        """Swap in a new catalog (by default: re-read the file given at construction) atomically.
-
-        A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`;
-        the last good catalog keeps scoring. Calls in flight finish with the catalog they started with.
-        """
-        try:
-            if catalog is None:  # the file the current catalog came from (None: the packaged default)
-                source = self.catalog.source
-                catalog = None if source.startswith("<") else source
-            new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-            state = self._build_state(new)
-        except (ValueError, OSError) as exc:  # CatalogError is a ValueError
-            self.metrics.count("catalog_reloads_rejected")
-            logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", self.catalog.source, exc)
-            return False
-        self._state = state
-        self.metrics.catalog_changed(new)
-        self.metrics.count("catalog_reloads")
-        logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
-        return True
 
     def __init__(
         self,
@@ -166,6 +118,51 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit)
         self.metrics.before_collect = self._queue.drain
         _reset_in_forked_children(self)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._state.catalog
+
+    @property
+    def scorer(self) -> Scorer:
+        return self._state.scorer
+
+    @property
+    def evaluator(self) -> RunEvaluator:
+        return self._state.evaluator
+
+    def _build_state(self, catalog: Catalog) -> _CatalogState:
+        o = self._options
+        mapping = o["attribute_mapping"] or catalog.attribute_mapping
+        return _CatalogState(
+            catalog=catalog,
+            scorer=Scorer(catalog, profile=o["profile"], environment=o["environment"]),
+            evaluator=RunEvaluator(catalog, validator=o["run_validator"]),
+            custom=custom_convention(mapping) if mapping else None,
+            defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
+        )
+
+    def reload_catalog(self, catalog: Catalog | PathLike | None = None) -> bool:
+        """Swap in a new catalog (by default: re-read the file given at construction) atomically.
+
+        A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`;
+        the last good catalog keeps scoring. Calls in flight finish with the catalog they started with.
+        """
+        try:
+            if catalog is None:  # the file the current catalog came from (None: the packaged default)
+                source = self.catalog.source
+                catalog = None if source.startswith("<") else source
+            new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+            state = self._build_state(new)
+        except (ValueError, OSError) as exc:  # CatalogError is a ValueError
+            self.metrics.count("catalog_reloads_rejected")
+            logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", self.catalog.source, exc)
+            return False
+        self._state = state
+        self.metrics.catalog_changed(new)
+        self.metrics.count("catalog_reloads")
+        logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
+        return True
 
     def _after_fork_in_child(self) -> None:
         """A forked child (e.g. a gunicorn worker after preload) starts with its own counts and locks.
