@@ -40,3 +40,12 @@ def test_console_script_gives_no_traceback_and_leaves_no_deepeval_folder(tmp_pat
                            cwd=tmp_path, capture_output=True, text=True)
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_console_script_entry_point_loads():
+    from importlib.metadata import entry_points
+
+    from otel_agent_eval.cli import main as cli_main
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "otel-agent-eval"]
+    assert script.load() is cli_main
