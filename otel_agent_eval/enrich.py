@@ -96,7 +96,7 @@ class Redactor:
     def _redact_json(self, text: str) -> str:
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return text
         if not isinstance(value, (dict, list)):
             return text

@@ -289,7 +289,11 @@ class AgentEvalSpanProcessor(SpanProcessor):
             return out
         released: list[ReadableSpan] = []
         for item in closed:
-            released += self._finish_run(item, out)
+            try:
+                released += self._finish_run(item, out)
+            except Exception as exc:  # noqa: BLE001 - the run is lost, its held-back spans are not
+                self._failed("finish run", exc)
+                released += [p.span for p in item.pending if all(p.span is not r for r in released)]
             if item.run.closed_by != "end":
                 self._active.pop(item.run.trace_id, None)
         return released + out
@@ -305,6 +309,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def score_record(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> CallScore:
         """Route and score one tool call, account it in the metrics and tell `on_call`."""
+        record.arguments  # parsed here, off the app's thread, so unreadable arguments are counted too
         if record.problems:
             self.metrics.count("malformed_tool_spans")
             self._log_problem(record.name, record.problems)
@@ -325,16 +330,30 @@ class AgentEvalSpanProcessor(SpanProcessor):
         return record, self.score_record(span, attrs, record)
 
     def _finish_run(self, closed: ClosedRun, out: list[ReadableSpan]) -> list[ReadableSpan]:
-        """Score the run's held-back calls, evaluate it, record it; enrich its root if it is in `out`."""
+        """Score the run's held-back calls, evaluate it, record it; enrich its root if it is in `out`.
+
+        Returns the held-back spans to forward: all of them, whatever fails on the way.
+        """
         run, released = closed.run, []
         if closed.pending:
             self.metrics.count("deferred_calls_released", len(closed.pending))
         for pending in closed.pending:
-            pending.record.agent = pending.record.agent or run.agent
-            score = self.score_record(pending.span, pending.attrs, pending.record)
-            run.tool_calls.append(pending.record)
-            run.scores.append(score)
-            released.append(self._enriched(pending.span, pending.attrs, pending.record, score))
+            try:
+                pending.record.agent = pending.record.agent or run.agent
+                score = self.score_record(pending.span, pending.attrs, pending.record)
+                run.tool_calls.append(pending.record)
+                run.scores.append(score)
+                released.append(self._enriched(pending.span, pending.attrs, pending.record, score))
+            except Exception as exc:  # noqa: BLE001 - the score is lost, the span is not
+                self._failed("score held-back call", exc)
+                released.append(pending.span)
+        try:
+            self._evaluate_run(run, closed.root, out)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("evaluate run", exc)
+        return released
+
+    def _evaluate_run(self, run: AgentRun, root: ReadableSpan | None, out: list[ReadableSpan]) -> None:
         run.tool_calls.sort(key=lambda r: r.start_ns or 0)
         state = self._state
         route = state.scorer.route(run.agent, run.root_attributes)
@@ -347,14 +366,13 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self.on_run(run)
             except Exception as exc:  # noqa: BLE001
                 self._failed("on_run callback", exc)
-        if self._enricher is not None and self._enricher.scores and closed.root is not None:
+        if self._enricher is not None and self._enricher.scores and root is not None:
             for i, span in enumerate(out):
-                if span.context.span_id == closed.root.context.span_id:
+                if span.context.span_id == root.context.span_id:
                     try:
                         out[i] = enrich_run(span, run, 100 * state.scorer.thresholds.fail)
                     except Exception as exc:  # noqa: BLE001
                         self._failed("enrich run", exc, "enrichments_dropped")
-        return released
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forward_to is None:

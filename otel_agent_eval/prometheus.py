@@ -31,6 +31,7 @@ from .window import SlidingQuantiles
 
 TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
 OTHER = "_other_"  # label value that absorbs names past the cardinality caps
+MAX_ERROR_TYPES = 10  # error_type label values per (tool, agent); more are folded into "_OTHER"
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
 QUANTILES = (0.5, 0.95, 0.99)
 CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
@@ -169,8 +170,11 @@ class EvalMetrics:
             series.calls[calls_key] = series.calls.get(calls_key, 0) + 1
             if duration is not None:
                 hist = series.durations.get(error_type)
-                if hist is None:
-                    hist = series.durations[error_type] = BucketCounts(DURATION_BUCKETS_S)
+                if hist is None:  # a new error type: bounded, and encodable as a label
+                    error_type = label_text(error_type) if len(series.durations) < MAX_ERROR_TYPES else "_OTHER"
+                    hist = series.durations.get(error_type)
+                    if hist is None:
+                        hist = series.durations[error_type] = BucketCounts(DURATION_BUCKETS_S)
                 hist.observe(duration, trace_id or None)  # an int; formatted as hex only when scraped
                 series.window.observe(duration)
                 series.excess_latency_s += score.excess_latency_s
@@ -217,10 +221,10 @@ class EvalMetrics:
     def _bounded(self, name: str, seen: set[str], cap: int) -> str:
         """`name` as a label value while fewer than `cap` names were seen, else OTHER (counted)."""
         if name in seen:
-            return name
+            return label_text(name)
         if len(seen) < cap:
             seen.add(name)
-            return name
+            return label_text(name)
         self.counters["labels_folded"] += 1
         return OTHER
 
@@ -380,6 +384,17 @@ def _le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[An
         ex = exemplars[i] if exemplars else None
         out.append((le, total, Exemplar({"trace_id": _hex(ex[0])}, ex[1], ex[2])) if ex else (le, total))
     return out
+
+
+def label_text(value: str) -> str:
+    """A label value the exposition can encode: span text may hold lone surrogates, which UTF-8 cannot."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def _hex(trace_id: int | str) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_ARGUMENT_CHARS = 64 * 1024  # larger argument strings are not parsed
 UNKNOWN_ERROR_TYPE = "_OTHER"  # OTel semconv fallback for error.type
+MAX_DURATION_NS = 10**15  # 11.6 days: a longer "duration" is a broken clock, not a tool call
 
 
 class _Convention(NamedTuple):
@@ -150,7 +151,7 @@ class ToolCallRecord:
             if isinstance(raw, str):
                 try:
                     raw = json.loads(raw) if len(raw) <= MAX_ARGUMENT_CHARS else None
-                except ValueError:
+                except (ValueError, RecursionError):
                     raw = None
             self._schema = raw if isinstance(raw, dict) else None
         return self._schema
@@ -221,7 +222,8 @@ class LLMCall(NamedTuple):
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
     """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry)."""
-    if attrs.get(c.GEN_AI_OPERATION_NAME) in c.LLM_OPERATIONS or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+    operation = attrs.get(c.GEN_AI_OPERATION_NAME)
+    if (type(operation) is str and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
         model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
         tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
         tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
@@ -235,12 +237,15 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
     return LLMCall(model if isinstance(model, str) and model else None, _tokens(tokens_in), _tokens(tokens_out), span_id, *messages)
 
 
+MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
+
+
 def _tokens(value: Any) -> int:
     try:
         count = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
-    return count if count > 0 else 0
+    return count if 0 < count <= MAX_TOKENS else 0
 
 
 def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
@@ -299,7 +304,7 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
 
     start = fields.get("_start_time", None) if fields else getattr(span, "start_time", None)
     end = fields.get("_end_time", None) if fields else getattr(span, "end_time", None)
-    if type(start) is int and type(end) is int and end >= start:
+    if type(start) is int and type(end) is int and 0 <= end - start < MAX_DURATION_NS:
         duration = (end - start) / 1e9
     else:
         duration = None
@@ -316,7 +321,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     parent = fields.get("_parent") if fields else getattr(span, "parent", None)
     agent = _first(attrs, convention.agent) if convention.agent else None
     return ToolCallRecord(
-        name, attrs, convention, duration_s=duration, start_ns=start, end_ns=end, error=error,
+        name, attrs, convention, duration_s=duration, start_ns=start if type(start) is int else None,
+        end_ns=end if type(end) is int else None, error=error,
         error_message=error_message, trace_id=getattr(context, "trace_id", 0) or 0,
         span_id=getattr(context, "span_id", 0) or 0, parent_span_id=getattr(parent, "span_id", None),
         agent=agent if type(agent) is str else None, problems=problems,
@@ -336,7 +342,7 @@ def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         if convention not in (c.OPENINFERENCE, c.CUSTOM):
             problems.append("arguments are not valid JSON")
         return {"input": raw}

@@ -122,8 +122,11 @@ class RunEvaluator:
             validator = self._validator_for(record)
             if validator is None:
                 continue
+            try:
+                error = next(iter(validator.iter_errors(_as_schema_expects(record.arguments, validator.schema))), None)
+            except Exception:  # noqa: BLE001 - a span's own schema can be unusable (bad $ref, recursion)
+                continue
             checked += 1
-            error = next(iter(validator.iter_errors(_as_schema_expects(record.arguments, validator.schema))), None)
             if error is not None:
                 where = "/".join(map(str, error.absolute_path))
                 invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
@@ -134,19 +137,24 @@ class RunEvaluator:
         schema = tool.parameters if tool is not None and tool.parameters is not None else record.parameters_schema
         if not isinstance(schema, Mapping):
             return None
-        key = id(schema) if tool is not None and schema is tool.parameters else hash(json.dumps(schema, sort_keys=True, default=str))
+        try:
+            key = id(schema) if tool is not None and schema is tool.parameters else hash(json.dumps(schema, sort_keys=True, default=str))
+        except (ValueError, TypeError, RecursionError):
+            return None
         validator = self._validators.get(key)
         if validator is None:
             from jsonschema import Draft202012Validator
-            from jsonschema.exceptions import SchemaError
+            from referencing import Registry
 
             try:
                 Draft202012Validator.check_schema(schema)
-            except SchemaError:
-                return None  # a span's own schema may be anything; the catalog's were checked at load
+            except Exception:  # noqa: BLE001 - a span's own schema may be anything; the catalog's were checked at load
+                return None
             if len(self._validators) > 1000:
                 self._validators.clear()
-            validator = self._validators[key] = Draft202012Validator(schema)
+            # An empty registry: a $ref is resolved inside the schema or not at all, never fetched
+            # from a host that span content names.
+            validator = self._validators[key] = Draft202012Validator(schema, registry=Registry())
         return validator
 
     def _spurious(self, run: AgentRun, route: TaskRoute | None) -> tuple[str, ...]:
@@ -216,7 +224,10 @@ def _redundant(run: AgentRun) -> tuple[str, ...]:
     succeeded: set[tuple[str, str]] = set()
     repeats = []
     for record in run.tool_calls:
-        key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
+        try:
+            key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
+        except (ValueError, TypeError, RecursionError):
+            continue
         if key in succeeded:
             repeats.append(record.name)
         if record.error is None:

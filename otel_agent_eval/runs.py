@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.trace import StatusCode
 
-from .recognize import LLMCall, ToolCallRecord
+from .recognize import MAX_DURATION_NS, LLMCall, ToolCallRecord
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -61,9 +61,10 @@ class AgentRun:
 
     @property
     def duration_s(self) -> float | None:
-        if self.start_ns is None or self.end_ns is None or self.end_ns < self.start_ns:
+        start, end = self.start_ns, self.end_ns
+        if type(start) is not int or type(end) is not int or not 0 <= end - start < MAX_DURATION_NS:
             return None
-        return (self.end_ns - self.start_ns) / 1e9
+        return (end - start) / 1e9
 
 
 class Pending(NamedTuple):
@@ -257,7 +258,7 @@ class RunTracker:
 
     def _adopt(self, trace: _OpenTrace, span: ReadableSpan, agent: str) -> _OpenRun:
         """A run for an agent seen only at its end: the trace's loose calls inside its time range."""
-        start, end = span.start_time or 0, span.end_time or 0
+        start, end = _ns(span.start_time), _ns(span.end_time)
         run = _OpenRun(span.context.span_id, span.name, agent, span.start_time)
         inside = lambda rec: rec.start_ns is not None and start <= rec.start_ns and (rec.end_ns or 0) <= end  # noqa: E731
         if trace.root_run is not None:
@@ -276,7 +277,7 @@ class RunTracker:
             trace.agents[-1].nested += 1
         elif trace.root_run is not None:
             trace.root_run.nested += 1
-        start, end = span.start_time or 0, span.end_time or 0
+        start, end = _ns(span.start_time), _ns(span.end_time)
         mine = [p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns and (p.record.end_ns or 0) <= end]
         if mine:
             taken = {id(p) for p in mine}
@@ -300,6 +301,11 @@ class RunTracker:
             if loose.calls or loose.llm or pending:
                 closed.append(ClosedRun(_finish(loose, root, TRACE_RUN, reason), pending, root))
         return closed
+
+
+def _ns(value: Any) -> int:
+    """A span time as an int for comparisons (0 when the span holds something else)."""
+    return value if type(value) is int else 0
 
 
 def _finish(run: _OpenRun, span: ReadableSpan | None, kind: str, closed_by: str) -> AgentRun:
