@@ -16,6 +16,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+CHUNK = 512  # items consumed per hold of the lock
+
 
 class SpanQueue:
     def __init__(self, consume: Callable[[Any], None], *, background: bool = True, limit: int = 65_536,
@@ -33,6 +35,7 @@ class SpanQueue:
         self._wake = threading.Event()
         self._stopped = False
         self._worker: threading.Thread | None = None
+        self.backpressure_drains = 0  # times an app thread found the queue full and drained it itself
 
     def __len__(self) -> int:
         return len(self._items)
@@ -41,16 +44,35 @@ class SpanQueue:
         """Queue one item; called on the app's thread, so it does as little as it can."""
         self._items.append(item)
         if not self._background or len(self._items) >= self._limit or self._stopped:
+            self.backpressure_drains += self._background and not self._stopped
             self.drain()
         elif self._worker is None:
             self._start()
 
-    def drain(self) -> None:
-        """Consume everything queued so far, on the calling thread."""
-        with self._lock:
-            items, consume = self._items, self._consume
-            while items:
-                consume(items.popleft())
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Consume what is queued now, on the calling thread; False if the consumer stayed busy
+        elsewhere for `timeout_s` (e.g. stuck in a hanging exporter).
+
+        Works in chunks, letting go of the lock between them, so that a scrape or a flush waits
+        for one chunk of the worker's, not for its whole backlog.
+        """
+        items, consume = self._items, self._consume
+        remaining = len(items)  # later arrivals belong to the next drain
+        while True:
+            if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
+                return False
+            try:
+                for _ in range(min(remaining, CHUNK)):
+                    try:
+                        item = items.popleft()
+                    except IndexError:  # another drain took them meanwhile
+                        return True
+                    consume(item)
+                remaining -= CHUNK
+            finally:
+                self._lock.release()
+            if remaining <= 0 or not items:
+                return True
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the worker (after a last drain); later puts are consumed at once."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -34,6 +35,7 @@ from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
 
+COLLECT_WAIT_S = 2.0  # a scrape waits this long for the processor's thread, never longer (it may be stuck forwarding)
 _START, _TYPED, _PLAIN = 0, 1, 2  # what a queued item is: an agent start, a span with a kind, any other span
 _KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND)
 
@@ -116,7 +118,14 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
         self._active_limit = 4 * max_open_traces
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit)
-        self.metrics.before_collect = self._queue.drain
+        self.metrics.before_collect = lambda: self._queue.drain(timeout_s=COLLECT_WAIT_S)
+        self.metrics.gauges = {
+            "queued_spans": ("Spans handed off and not processed yet.", lambda: len(self._queue)),
+            "open_runs": ("Traces with agent runs open.", lambda: len(self.runs)),
+            "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.runs.held_back),
+            "queue_backpressure_drains_total": ("Times an app thread found the hand-off queue full and processed it itself.",
+                                                lambda: self._queue.backpressure_drains),
+        }
         _reset_in_forked_children(self)
 
     @property
@@ -237,28 +246,43 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def _consume(self, item: tuple[int, Any, Any]) -> None:
         kind, span, extra = item
-        forward: list[ReadableSpan] = [span]
+        forward: list[ReadableSpan] = [] if kind == _START else [span]
         try:
             if kind == _START:
                 context = span.context
                 self.runs.agent_started(context.trace_id, context.span_id, extra, span.start_time)
-                return
-            attrs = extra
-            convention = convention_of(attrs, self._state.custom) if kind == _TYPED else None
-            if convention is not None:
-                forward = self._tool_span(span, attrs, convention)
             else:
-                if kind == _TYPED:
-                    self._ignored()
-                forward = self._other_span(span, attrs)
-            parent = span.parent
-            if parent is None or parent.is_remote:  # a local root: its trace is done here
-                self._active.pop(span.context.trace_id, None)
-            if len(self._active) > self._active_limit:
-                self._trim_active()
+                forward = self._ended(kind, span, extra)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self._failed("on_end", exc)
+        if self.runs.closed_early_waiting:  # runs the bounds closed while handling this item
+            forward = self._release_closed_early() + forward
         self._forward(forward)
+
+    def _ended(self, kind: int, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
+        convention = convention_of(attrs, self._state.custom) if kind == _TYPED else None
+        if convention is not None:
+            forward = self._tool_span(span, attrs, convention)
+        else:
+            if kind == _TYPED:
+                self._ignored()
+            forward = self._other_span(span, attrs)
+        parent = span.parent
+        if parent is None or parent.is_remote:  # a local root: its trace is done here
+            self._active.pop(span.context.trace_id, None)
+        if len(self._active) > self._active_limit:
+            self._trim_active()
+        return forward
+
+    def _release_closed_early(self) -> list[ReadableSpan]:
+        released: list[ReadableSpan] = []
+        try:
+            for item in self.runs.drain_closed_early():
+                released += self._finish_run(item, [])
+                self._active.pop(item.run.trace_id, None)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("close runs early", exc)
+        return released
 
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: Any) -> list[ReadableSpan]:
         record = read_tool_call(span, attrs, convention)
@@ -272,7 +296,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         score = self.score_record(span, attrs, record)
         self.runs.add_call(record.trace_id, record, score)
         out = [self._enriched(span, attrs, record, score)]
-        if local_child and not self.runs.closed_early_waiting:  # a tool span closes a run only as a root
+        if local_child:  # a tool span closes a run only as a root
             return out
         return self._close_runs(span, attrs, out)
 
@@ -284,7 +308,6 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], out: list[ReadableSpan]) -> list[ReadableSpan]:
         closed = self.runs.span_ended(span, agent_name_of(attrs, span.name))
-        closed += self.runs.drain_closed_early()
         if not closed:
             return out
         released: list[ReadableSpan] = []
@@ -407,17 +430,29 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._failed("forward shutdown", exc, "forward_errors")
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Process what is queued and flush the forwarded processor, within `timeout_millis` in all."""
+        deadline = time.monotonic() + timeout_millis / 1000
         try:
-            self._queue.drain()
+            if not self._queue.drain(timeout_s=timeout_millis / 1000):
+                return False
         except Exception as exc:  # noqa: BLE001
             self._failed("force_flush", exc)
         if self.forward_to is None:
             return True
-        try:
-            return self.forward_to.force_flush(timeout_millis)
-        except Exception as exc:  # noqa: BLE001
-            self._failed("forward force_flush", exc, "forward_errors")
-            return False
+        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        result: list[bool] = []
+
+        def flush() -> None:  # BatchSpanProcessor ignores its timeout while an export hangs; we do not
+            try:
+                result.append(bool(self.forward_to.force_flush(remaining_ms)))
+            except Exception as exc:  # noqa: BLE001
+                self._failed("forward force_flush", exc, "forward_errors")
+                result.append(False)
+
+        flusher = threading.Thread(target=flush, name="otel-agent-eval-flush", daemon=True)
+        flusher.start()
+        flusher.join(remaining_ms / 1000)
+        return bool(result and result[0])
 
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
@@ -440,7 +475,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         key = ("malformed", type(None))
         if key not in self._logged:
             self._logged.add(key)
-            logger.warning("otel-agent-eval: tool span %r has unreadable values: %s (logged once; see "
+            logger.warning("otel-agent-eval: tool span %.200r has unreadable values: %.500s (logged once; see "
                            "agent_eval_processor_malformed_tool_spans_total)", tool, "; ".join(problems))
 
 

@@ -32,6 +32,7 @@ from .window import SlidingQuantiles
 TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
 OTHER = "_other_"  # label value that absorbs names past the cardinality caps
 MAX_ERROR_TYPES = 10  # error_type label values per (tool, agent); more are folded into "_OTHER"
+MAX_LABEL_CHARS = 256
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
 QUANTILES = (0.5, 0.95, 0.99)
 CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
@@ -128,7 +129,8 @@ class EvalMetrics:
         self.seen = Tally()  # bumped for every span, so lock-free
         self.ignored = Tally()
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
-        self.before_collect: Callable[[], None] | None = None  # e.g. process spans still queued
+        self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
+        self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
         self.registry = registry
         if registry is not None:
             registry.register(self)
@@ -334,6 +336,12 @@ class EvalMetrics:
         for reason in ("ttl", "capacity", "shutdown"):
             closed.add_metric([reason], self.closed_early[reason])
         yield closed
+        for name, (doc, read) in self.gauges.items():
+            try:
+                family = CounterMetricFamily if name.endswith("_total") else GaugeMetricFamily
+                yield family(f"agent_eval_processor_{name.removesuffix('_total')}", doc, value=read())
+            except Exception:  # noqa: BLE001 - a scrape shows what it can
+                continue
 
     def _catalog_families(self) -> Iterator[Metric]:
         if self.catalog is not None:
@@ -387,7 +395,10 @@ def _le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[An
 
 
 def label_text(value: str) -> str:
-    """A label value the exposition can encode: span text may hold lone surrogates, which UTF-8 cannot."""
+    """A label value the exposition can encode and afford: span text may hold lone surrogates, which
+    UTF-8 cannot, or be megabytes long (repeated on every line of a series)."""
+    if len(value) > MAX_LABEL_CHARS:
+        value = value[:MAX_LABEL_CHARS]
     if value.isascii():
         return value
     try:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_ARGUMENT_CHARS = 64 * 1024  # larger argument strings are not parsed
 UNKNOWN_ERROR_TYPE = "_OTHER"  # OTel semconv fallback for error.type
+MAX_NAME_CHARS = 256  # longer tool and agent names are cut: they become cache keys and label values
 MAX_DURATION_NS = 10**15  # 11.6 days: a longer "duration" is a broken clock, not a tool call
 
 
@@ -260,7 +261,7 @@ def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str
         return None
     if not isinstance(name, str) or not name:
         name = span_name.removeprefix(c.OP_INVOKE_AGENT).strip() if isinstance(span_name, str) else ""
-    return name or None
+    return name[:MAX_NAME_CHARS] or None
 
 
 def tool_call_from_span(span: ReadableSpan, mapping: AttributeMapping | _Convention | None = None) -> ToolCallRecord | None:
@@ -294,6 +295,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     fields = getattr(span, "__dict__", None) or {}
     problems: list[str] = []
     name = attrs.get(convention.tool_name[0])
+    if type(name) is str and len(name) > MAX_NAME_CHARS:  # readable, just too long to keep whole
+        name = name[:MAX_NAME_CHARS]
     if type(name) is not str or not name:
         name = _first(attrs, convention.tool_name[1:]) if len(convention.tool_name) > 1 else None
         if type(name) is not str or not name:
@@ -320,6 +323,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     context = fields.get("_context") if fields else getattr(span, "context", None)
     parent = fields.get("_parent") if fields else getattr(span, "parent", None)
     agent = _first(attrs, convention.agent) if convention.agent else None
+    if type(agent) is str and len(agent) > MAX_NAME_CHARS:
+        agent = agent[:MAX_NAME_CHARS]
     return ToolCallRecord(
         name, attrs, convention, duration_s=duration, start_ns=start if type(start) is int else None,
         end_ns=end if type(end) is int else None, error=error,

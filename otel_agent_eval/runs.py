@@ -223,8 +223,15 @@ class RunTracker:
             traces, self._traces = list(self._traces.values()), {}
             self._agent_spans.clear()
             out = [c for t in traces for c in self._close_trace(t, None, reason)]
+            if out:
+                self.closed_early[reason] += len(out)
             out, self._closed_early = self._closed_early + out, []
         return out
+
+    @property
+    def held_back(self) -> int:
+        """Tool spans waiting for their agent, over all open traces."""
+        return sum(len(t.pending) for t in list(self._traces.values()))
 
     # -- internals (lock held) -------------------------------------------------------
 

@@ -1,0 +1,228 @@
+"""Faults downstream: the exporter behind the forwarded `BatchSpanProcessor` hangs, raises, or its
+OTLP endpoint is down; the forwarded processor itself raises.
+
+In every case the app's `span.end()` keeps returning (spans are ended in a bounded loop on a
+thread that must finish), scoring goes on (the scored counter grows), and `provider.shutdown()`
+completes within a bounded time, even with an exporter that never returns. Waits are liveness
+bounds, not performance assertions. What the SDK's own metrics (`otel.sdk.processor.span.processed`,
+`otel.sdk.exporter.span.exported`, enabled by OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED) say about
+lost spans is printed next to what our self-metrics say (`pytest -s`).
+
+The hanging-exporter test takes ~30 s: `BatchSpanProcessor.shutdown()` waits 30 s (its default,
+not configurable through `SpanProcessor.shutdown()`) for an export in flight before giving up.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import set_span_in_context
+from prometheus_client import generate_latest
+
+from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, LIVENESS_TIMEOUT_S, App, HangingExporter, RaisingExporter,
+                                 agent_attrs, closed_port, in_thread, join_or_fail, tool_attrs)
+
+SHUTDOWN_BOUND_S = 60.0  # BatchSpanProcessor gives an export in flight 30 s, then returns
+QUEUE, BATCH = 64, 16  # a small forwarded queue, so that it overflows while the exporter is stuck
+
+
+class SdkMetrics:
+    """The SDK's self-metrics of its span processors and exporters, read from an in-memory reader."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
+        self.reader = InMemoryMetricReader()
+        self.provider = MeterProvider(metric_readers=[self.reader])
+
+    def counts(self, name: str) -> Counter:
+        """Sum of a counter's points by their error.type (None: no error)."""
+        out: Counter = Counter()
+        data = self.reader.get_metrics_data()
+        for rm in data.resource_metrics if data else ():
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        for point in metric.data.data_points:
+                            out[(point.attributes or {}).get("error.type")] += point.value
+        return out
+
+
+def _produce(app: App, n: int) -> tuple[int, int]:
+    """End n tool spans (a fifth under agent spans), the way an app does; returns (spans, tool spans) ended."""
+    spans = tools = 0
+    for i in range(n):
+        if i % 5 == 0:
+            agent = app.tracer.start_span("invoke_agent", attributes=agent_attrs(CATALOG_AGENTS[i % len(CATALOG_AGENTS)]))
+            app.tracer.start_span("execute_tool", context=set_span_in_context(agent),
+                                  attributes=tool_attrs(CATALOG_TOOLS[i % len(CATALOG_TOOLS)])).end()
+            agent.end()
+            spans += 2
+        else:
+            app.tracer.start_span("execute_tool", attributes=tool_attrs(CATALOG_TOOLS[i % len(CATALOG_TOOLS)])).end()
+            spans += 1
+        tools += 1
+    return spans, tools
+
+
+def _produce_bounded(app: App, n: int, what: str) -> tuple[int, int]:
+    thread, out = in_thread(lambda: _produce(app, n), "app-thread")
+    join_or_fail([thread], LIVENESS_TIMEOUT_S, f"the app's span.end() loop ({what})")
+    assert "error" not in out, f"span.end() raised: {out.get('error')!r}"
+    return out["result"]
+
+
+def _shutdown_bounded(app: App, what: str) -> None:
+    thread, out = in_thread(app.provider.shutdown, "provider.shutdown")
+    join_or_fail([thread], SHUTDOWN_BOUND_S, f"provider.shutdown() ({what})")
+    assert "error" not in out, f"provider.shutdown() raised: {out.get('error')!r}"
+
+
+def test_a_hanging_exporter_never_stalls_the_app_nor_the_metrics(monkeypatch):
+    sdk = SdkMetrics(monkeypatch)
+    exporter = HangingExporter()
+    app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH,
+                                            schedule_delay_millis=20, meter_provider=sdk.provider))
+    try:
+        spans, tools = _produce_bounded(app, 2_000, "exporter hanging")
+        assert exporter.entered.wait(10), "the exporter was never called"
+        assert app.self_metric("spans_scored") == tools  # a scrape: metrics flow while the export is stuck
+        more_spans, more_tools = _produce_bounded(app, 1_000, "exporter still hanging")
+        assert app.self_metric("spans_scored") == tools + more_tools
+        spans += more_spans
+
+        processed = sdk.counts("otel.sdk.processor.span.processed")
+        ours = app.self_metrics()
+        print(f"\nhanging exporter: {spans} spans ended and forwarded; the SDK says {processed[None]:.0f} handed to the "
+              f"exporter, {processed['queue_full']:.0f} dropped (queue_full); ours say forward_errors "
+              f"{ours['forward_errors']:.0f}, enrichments_dropped {ours['enrichments_dropped']:.0f}")
+        # Every forwarded span is handed to the exporter (the one batch stuck in export), dropped, or still queued.
+        assert 1 <= processed[None] <= BATCH
+        assert processed[None] + processed["queue_full"] + QUEUE == spans
+        # Our self-metrics see none of it: the loss is visible only in the SDK's metrics (see the report).
+        assert ours["forward_errors"] == 0 and ours["enrichments_dropped"] == 0
+
+        _shutdown_bounded(app, "exporter hanging")
+    finally:
+        exporter.release()
+
+
+def test_a_raising_exporter_never_stalls_the_app(monkeypatch):
+    sdk = SdkMetrics(monkeypatch)
+    exporter = RaisingExporter()
+    app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH,
+                                            schedule_delay_millis=20, meter_provider=sdk.provider))
+    spans, tools = _produce_bounded(app, 3_000, "exporter raising")
+    assert app.self_metric("spans_scored") == tools
+    _shutdown_bounded(app, "exporter raising")
+    processed = sdk.counts("otel.sdk.processor.span.processed")
+    ours = app.self_metrics()
+    print(f"\nraising exporter: {spans} spans forwarded, export() raised {exporter.calls} times; the SDK says "
+          f"{processed[None]:.0f} processed (raised batches count as processed), {processed['queue_full']:.0f} dropped; "
+          f"ours say forward_errors {ours['forward_errors']:.0f}")
+    assert exporter.calls > 0
+    # Handed over or dropped; the SDK's queue_full count can run a few over while its worker pops (check-then-act).
+    assert processed[None] <= spans <= processed[None] + processed["queue_full"]
+    assert ours["internal_errors"] == 0
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_unreachable_otlp_endpoint_never_stalls_the_app(monkeypatch, protocol):
+    sdk = SdkMetrics(monkeypatch)
+    port = closed_port()
+    if protocol == "http":
+        exporter = HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=1, meter_provider=sdk.provider)
+    else:
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=1, meter_provider=sdk.provider)
+    app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=256, max_export_batch_size=64,
+                                            schedule_delay_millis=20, meter_provider=sdk.provider))
+    spans, tools = _produce_bounded(app, 2_000, f"OTLP/{protocol} endpoint down")
+    assert app.self_metric("spans_scored") == tools
+    _shutdown_bounded(app, f"OTLP/{protocol} endpoint down")
+    processed = sdk.counts("otel.sdk.processor.span.processed")
+    exported = sdk.counts("otel.sdk.exporter.span.exported")
+    ours = app.self_metrics()
+    print(f"\nOTLP/{protocol} to a closed port: {spans} spans forwarded; the SDK processor says {processed[None]:.0f} "
+          f"handed over, {processed['queue_full']:.0f} dropped; the exporter says {dict(exported)}; ours say "
+          f"forward_errors {ours['forward_errors']:.0f}")
+    assert processed[None] <= spans <= processed[None] + processed["queue_full"]
+    assert sum(n for error, n in exported.items() if error is not None) == processed[None]  # every export failed, and says so
+    assert ours["internal_errors"] == 0
+
+
+class RaisingProcessor(SpanProcessor):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.calls += 1
+        raise RuntimeError("forwarded processor broke (test)")
+
+
+def test_a_raising_forwarded_processor_is_counted_and_logged_once(caplog):
+    app_exported = InMemorySpanExporter()
+    forward = RaisingProcessor()
+    app = App(app_processors=[SimpleSpanProcessor(app_exported)], forward_to=forward)
+    with caplog.at_level(logging.ERROR, logger="otel_agent_eval"):
+        spans, tools = _produce_bounded(app, 500, "forwarded processor raising")
+        assert app.self_metric("spans_scored") == tools
+        _shutdown_bounded(app, "forwarded processor raising")
+    assert forward.calls == spans
+    assert app.self_metric("forward_errors") == spans
+    assert app.self_metric("internal_errors") == 0
+    assert len(app_exported.get_finished_spans()) == spans  # the app's own pipeline is untouched
+    logged = [r for r in caplog.records if "forwarded processor broke" in r.getMessage()]
+    assert len(logged) == 1, [r.getMessage() for r in logged]
+
+
+# -- bounded waits (each once a bug report with its reproduction) --------------------------------------
+
+
+def test_force_flush_returns_within_its_timeout_with_a_hanging_exporter():
+    exporter = HangingExporter()
+    app = App(forward_to=BatchSpanProcessor(exporter, max_export_batch_size=BATCH, schedule_delay_millis=20))
+    try:
+        _produce_bounded(app, 200, "before force_flush")
+        assert exporter.entered.wait(10)
+        thread, _ = in_thread(lambda: app.provider.force_flush(timeout_millis=1_000), "force_flush")
+        thread.join(5.0)
+        assert not thread.is_alive(), "force_flush(timeout_millis=1000) still waiting after 5 s"
+    finally:
+        exporter.release()
+        app.provider.shutdown()
+
+
+class BlockingProcessor(SpanProcessor):
+    """A forwarded processor whose on_end blocks (e.g. SimpleSpanProcessor in front of a stuck collector)."""
+
+    def __init__(self, exporter: HangingExporter) -> None:
+        self.exporter = exporter
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.exporter.export([span])
+
+
+def test_a_scrape_never_waits_on_a_blocked_forwarded_processor():
+    exporter = HangingExporter()
+    app = App(forward_to=BlockingProcessor(exporter))
+    threads = []
+    try:
+        thread, _ = in_thread(lambda: _produce(app, 10), "app-thread")
+        threads.append(thread)
+        assert exporter.entered.wait(10)
+        scrape, _ = in_thread(lambda: generate_latest(app.registry), "scrape")
+        threads.append(scrape)
+        scrape.join(5.0)
+        assert not scrape.is_alive(), "the scrape is still waiting after 5 s"
+    finally:
+        exporter.release()
+        for thread in threads:
+            thread.join(10.0)
+        app.provider.shutdown()
