@@ -72,7 +72,6 @@ LIVE_REFRESH_S = 0.5  # the TTY table
 PLAIN_REFRESH_S = 5.0  # one progress line when stdout is no terminal
 MAX_LAG_S = 1.0  # further behind schedule than this, the pacing starts afresh instead of bursting
 OTLP_TRACES_PATH = "/v1/traces"
-EXIT_USAGE = 2  # as the rest of the command line
 OTLP_TIMEOUT_S = 5.0  # bounds the flush at exit when the collector is down (the exporter's default is 10)
 
 # -- the simulation -----------------------------------------------------------------------

@@ -100,7 +100,7 @@ class AgentEvalSpanExporter(SpanExporter):
             if entry is None:
                 return span
             if isinstance(entry, AgentRun):
-                return enrich_run(span, entry, 100 * self.processor.scorer.thresholds.fail)
+                return enrich_run(span, entry, self.processor.scorer.health_pass)
             record, score = entry
             return self._enricher.enrich(span, attrs, score, record.agent)
         except Exception as exc:  # noqa: BLE001 - a failed enrichment must not lose the span

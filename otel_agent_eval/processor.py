@@ -393,7 +393,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             for i, span in enumerate(out):
                 if span.context.span_id == root.context.span_id:
                     try:
-                        out[i] = enrich_run(span, run, 100 * state.scorer.thresholds.fail)
+                        out[i] = enrich_run(span, run, state.scorer.health_pass)
                     except Exception as exc:  # noqa: BLE001
                         self._failed("enrich run", exc, "enrichments_dropped")
 

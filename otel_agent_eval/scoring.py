@@ -99,6 +99,11 @@ class Scorer:
                 self._static[(route.name if route else UNROUTED, name)] = self._score_known(route, tool)
 
     @property
+    def health_pass(self) -> float:
+        """The run health score (0-100) that passes: the environment's `fail` level, scaled."""
+        return 100 * self.thresholds.fail
+
+    @property
     def uses_resource(self) -> bool:
         """Whether any route matches on attributes other than the agent name."""
         return bool(self._route_keys)
