@@ -8,23 +8,23 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .catalog import Catalog, CatalogError, load_catalog
-from .exporter import AgentEvalSpanExporter
-from .install import install
-from .processor import AgentEvalSpanProcessor
-from .recognize import LLMCall, ToolCallRecord, tool_call_from_span
-from .run_eval import RunEvaluation
-from .runs import AgentRun
-from .scoring import CallScore
+from .config.catalog import Catalog, CatalogError, load_catalog
+from .otel.exporter import AgentEvalSpanExporter
+from .otel.install import install
+from .otel.processor import AgentEvalSpanProcessor
+from .core.recognize import LLMCall, ToolCallRecord, tool_call_from_span
+from .core.run_eval import RunEvaluation
+from .core.runs import AgentRun
+from .core.scoring import CallScore
 
 if TYPE_CHECKING:
-    from .correctness_metric import DeterministicToolCorrectnessMetric
-    from .deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
+    from .offline.correctness_metric import DeterministicToolCorrectnessMetric
+    from .offline.deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
 
 _LAZY = {
-    "DeterministicToolCorrectnessMetric": ".correctness_metric",
-    "ToolEfficiencyMetric": ".deepeval_metrics",
-    "ContextualComplexityMetric": ".deepeval_metrics",
+    "DeterministicToolCorrectnessMetric": ".offline.correctness_metric",
+    "ToolEfficiencyMetric": ".offline.deepeval_metrics",
+    "ContextualComplexityMetric": ".offline.deepeval_metrics",
 }
 
 __all__ = [

@@ -251,7 +251,7 @@ class PrometheusServer:
 
 
 class LiveWorkload:
-    """The demo's simulated agents (`otel_agent_eval.demo.run_workload`) in a background
+    """The demo's simulated agents (`otel_agent_eval.tools.demo.run_workload`) in a background
     thread at about `runs_per_s`, scored by a real `AgentEvalSpanProcessor` whose registry
     is served on a free localhost port. Set `suboptimal_share` at any time.
 
@@ -266,7 +266,7 @@ class LiveWorkload:
         from opentelemetry.sdk.trace import TracerProvider
         from prometheus_client import CollectorRegistry
 
-        from otel_agent_eval.processor import AgentEvalSpanProcessor
+        from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 
         self.registry = CollectorRegistry()
         self.processor = AgentEvalSpanProcessor(registry=self.registry)
@@ -290,14 +290,14 @@ class LiveWorkload:
         self.stop()
 
     def start(self) -> None:
-        from otel_agent_eval.demo import start_metrics_server
+        from otel_agent_eval.tools.demo import start_metrics_server
 
         self._server, url = start_metrics_server(self.registry, port=0, addr="127.0.0.1")
         self.target = urllib.parse.urlsplit(url).netloc
         self._thread.start()
 
     def _loop(self) -> None:
-        from otel_agent_eval.demo import run_workload
+        from otel_agent_eval.tools.demo import run_workload
 
         period = 1.0 / self.BATCHES_PER_S
         next_batch = time.monotonic()
@@ -316,7 +316,7 @@ class LiveWorkload:
     def _repeated_call_run(self) -> None:
         from opentelemetry import trace
 
-        from otel_agent_eval import conventions as c
+        from otel_agent_eval.core import conventions as c
 
         tracer = self._provider.get_tracer(__name__)
         ms = 1_000_000
@@ -352,8 +352,8 @@ def exposed_metric_names() -> set[str]:
     """
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from otel_agent_eval.demo import run_workload
-    from otel_agent_eval.processor import AgentEvalSpanProcessor
+    from otel_agent_eval.tools.demo import run_workload
+    from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 
     registry = CollectorRegistry()
     run_workload(AgentEvalSpanProcessor(registry=registry), runs=200, suboptimal_share=0.3, seed=3)

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalSpanProcessor
-from otel_agent_eval.scoring import Scorer
+from otel_agent_eval.core.scoring import Scorer
 
 # Tools and agents of the packaged catalog (otel_agent_eval/default_catalog.yaml).
 CATALOG_TOOLS = ("basic_calculator", "code_interpreter", "wolfram_alpha", "local_index", "web_search",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 
-from otel_agent_eval import bench
+from otel_agent_eval.tools import bench
 
 
 def test_a_tiny_run_reports_every_row_with_positive_timings() -> None:

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 from jsonschema import Draft202012Validator
 
-from otel_agent_eval.catalog import CATALOG_SCHEMA, CatalogError, load_catalog, parse_catalog
+from otel_agent_eval.config.catalog import CATALOG_SCHEMA, CatalogError, load_catalog, parse_catalog
 
 TOOL = "{cost_usd: 0.001, latency_ms: 10, capabilities: [search], complexity: simple}"
 
@@ -60,7 +60,7 @@ def test_schema_is_a_valid_json_schema_and_accepts_the_default_catalog():
     from importlib import resources
 
     Draft202012Validator.check_schema(CATALOG_SCHEMA)
-    data = yaml.safe_load(resources.files("otel_agent_eval").joinpath("default_catalog.yaml").read_text())
+    data = yaml.safe_load(resources.files("otel_agent_eval.config").joinpath("default_catalog.yaml").read_text())
     assert list(Draft202012Validator(CATALOG_SCHEMA).iter_errors(data)) == []
 
 

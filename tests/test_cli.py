@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from otel_agent_eval.cli import main
+from otel_agent_eval.tools.cli import main
 
 
 def test_catalog_show_lists_tools_and_tasks(capsys):
@@ -32,11 +32,11 @@ def test_catalog_schema_is_json(capsys):
 
 
 def test_console_script_gives_no_traceback_and_leaves_no_deepeval_folder(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "otel_agent_eval.cli", "catalog", "check", "missing.yaml"],
+    run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "catalog", "check", "missing.yaml"],
                          cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr == "otel-agent-eval: missing.yaml: cannot read the file: No such file or directory\n"
-    usage = subprocess.run([sys.executable, "-m", "otel_agent_eval.cli", "catalog", "frobnicate"],
+    usage = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "catalog", "frobnicate"],
                            cwd=tmp_path, capture_output=True, text=True)
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     assert list(tmp_path.iterdir()) == []
@@ -45,7 +45,7 @@ def test_console_script_gives_no_traceback_and_leaves_no_deepeval_folder(tmp_pat
 def test_the_console_script_entry_point_loads():
     from importlib.metadata import entry_points
 
-    from otel_agent_eval.cli import main as cli_main
+    from otel_agent_eval.tools.cli import main as cli_main
 
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "otel-agent-eval"]
     assert script.load() is cli_main

@@ -18,9 +18,9 @@ from deepeval.test_case import LLMTestCase, ToolCall, ToolCallParams, ToolCallTy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agent_eval import correctness_metric
-from otel_agent_eval.correctness import partial_dict_match, tool_correctness, tool_correctness_score
-from otel_agent_eval.correctness_metric import DeterministicToolCorrectnessMetric
+from otel_agent_eval.offline import correctness_metric
+from otel_agent_eval.core.correctness import partial_dict_match, tool_correctness, tool_correctness_score
+from otel_agent_eval.offline.correctness_metric import DeterministicToolCorrectnessMetric
 
 INPUTS = [ToolCallParams.INPUT_PARAMETERS]
 OUTPUTS = [ToolCallParams.OUTPUT]
@@ -216,7 +216,7 @@ def test_docstring_example() -> None:
 
 
 def test_scoring_module_does_not_import_deepeval() -> None:
-    code = "import sys, otel_agent_eval.correctness; assert 'deepeval' not in sys.modules"
+    code = "import sys, otel_agent_eval.core.correctness; assert 'deepeval' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

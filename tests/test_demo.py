@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import conventions as c
-from otel_agent_eval.catalog import load_catalog, parse_catalog
-from otel_agent_eval.cli import main
-from otel_agent_eval.demo import (
+from otel_agent_eval.core import conventions as c
+from otel_agent_eval.config.catalog import load_catalog, parse_catalog
+from otel_agent_eval.tools.cli import main
+from otel_agent_eval.tools.demo import (
     COLUMNS,
     DemoError,
     Workload,
@@ -39,7 +39,7 @@ from otel_agent_eval.demo import (
     run_workload,
     start_metrics_server,
 )
-from otel_agent_eval.processor import AgentEvalSpanProcessor
+from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 
 AGENT_TASKS = {"math_agent": "arithmetic", "support_agent": "faq", "analytics_agent": "analytics", "forecast_agent": "forecasting"}
 FIXED_NS = 1_700_000_000_000_000_000
@@ -308,7 +308,7 @@ def test_unparsable_option_gives_one_line_too(capsys):
 
 
 def test_ctrl_c_ends_cleanly_with_the_summary(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.cli", "demo", "--duration", "0", "--port", "0", "--no-live"],
+    proc = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "demo", "--duration", "0", "--port", "0", "--no-live"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for line in proc.stdout:  # wait until it serves, then interrupt

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from otel_agent_eval import load_catalog
-from otel_agent_eval.efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, weighted_score
+from otel_agent_eval.core.efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, weighted_score
 
 
 @pytest.mark.parametrize("actual,optimal,expected", [
@@ -46,7 +46,7 @@ def test_best_tool_follows_the_profile():
 
 
 def test_best_tool_trades_cost_against_latency():
-    from otel_agent_eval.catalog import Profile, Tool
+    from otel_agent_eval.config.catalog import Profile, Tool
 
     cheap_slow = Tool("cheap_slow", 0.001, 1000, ("x",), "simple")
     dear_fast = Tool("dear_fast", 0.010, 100, ("x",), "simple")

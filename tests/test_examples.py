@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from otel_agent_eval import load_catalog
-from otel_agent_eval.catalog import parse_catalog
-from otel_agent_eval.cli import main as cli_main
+from otel_agent_eval.config.catalog import parse_catalog
+from otel_agent_eval.tools.cli import main as cli_main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TIMEOUT_S = 120  # a hang fails the test instead of the whole run; not a speed assertion

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import Histogram
 
-from otel_agent_eval.histogram import (
+from otel_agent_eval.metrics.histogram import (
     COST_BUCKETS_USD,
     DURATION_BUCKETS_S,
     BucketCounts,

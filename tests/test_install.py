@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import CatalogError, install
-from otel_agent_eval.settings import ENV_VARS, Settings
+from otel_agent_eval.config.settings import ENV_VARS, Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

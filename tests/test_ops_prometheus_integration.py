@@ -1,7 +1,7 @@
 """The shipped rules and dashboard against a real Prometheus scraping a live workload.
 
 Debian's `prometheus` runs on a free localhost port with a temporary TSDB and scrapes the
-product's demo workload (`otel_agent_eval.demo.run_workload` in a thread, served by
+product's demo workload (`otel_agent_eval.tools.demo.run_workload` in a thread, served by
 `start_metrics_server`) every second. It evaluates *test copies* of the shipped rules in
 which every window, offset and `for:` is shortened (ops_helpers.SHORT_WINDOWS: 5m/10m ->
 10s, 30m/1h/1d -> 20s, `for:` -> 1s) and a copy of prometheus.yml whose intervals are 1 s

@@ -23,9 +23,9 @@ from opentelemetry.trace import Status, StatusCode
 from otlp_receiver import HttpReceiver, OtlpReceiver, closed_port, running_receiver
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import conventions as c
-from otel_agent_eval import enrich as e
-from otel_agent_eval.processor import AgentEvalSpanProcessor
+from otel_agent_eval.core import conventions as c
+from otel_agent_eval.core import enrich as e
+from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 
 SERVICE = "otel-agent-eval-otlp-test"
 T0 = 1_700_000_000_000_000_000  # explicit span times (ns): durations are exact, scores deterministic

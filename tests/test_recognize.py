@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agent_eval import tool_call_from_span
-from otel_agent_eval.catalog import AttributeMapping
-from otel_agent_eval.recognize import MAX_ARGUMENT_CHARS, attribute_dict
+from otel_agent_eval.config.catalog import AttributeMapping
+from otel_agent_eval.core.recognize import MAX_ARGUMENT_CHARS, attribute_dict
 from spans import finished_span
 
 GENAI_TOOL = {

@@ -36,10 +36,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from prometheus_client import generate_latest
 
-from otel_agent_eval.recognize import MAX_ARGUMENT_CHARS, MAX_DURATION_NS
-from otel_agent_eval.prometheus import EvalMetrics
-from otel_agent_eval.run_eval import RunEvaluator
-from otel_agent_eval.scoring import Scorer
+from otel_agent_eval.core.recognize import MAX_ARGUMENT_CHARS, MAX_DURATION_NS
+from otel_agent_eval.metrics.collector import EvalMetrics
+from otel_agent_eval.core.run_eval import RunEvaluator
+from otel_agent_eval.core.scoring import Scorer
 
 from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, App, expected_call_series, expected_duration_counts,
                                  in_thread, labels, tool_attrs)

@@ -29,7 +29,7 @@ import pytest
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from otel_agent_eval.scoring import Scorer
+from otel_agent_eval.core.scoring import Scorer
 
 from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, LIVENESS_TIMEOUT_S, App, CountingExporter, agent_attrs,
                                  expected_call_series, expected_duration_counts, in_thread, join_or_fail, tool_attrs)

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalSpanProcessor, install
-from otel_agent_eval.reload import CatalogWatcher, reload_on_sighup
+from otel_agent_eval.otel.reload import CatalogWatcher, reload_on_sighup
 
 V1 = "tools:\n  lookup: {cost_usd: 0.001, latency_ms: 20, capabilities: [s], complexity: simple}\n"
 V2 = V1 + "  premium: {cost_usd: 0.01, latency_ms: 200, capabilities: [s], complexity: advanced}\n"

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 
 import instrumented
 from otel_agent_eval import AgentEvalSpanProcessor, DeterministicToolCorrectnessMetric, ToolEfficiencyMetric
-from otel_agent_eval.testing import capture_runs, run_to_test_case
+from otel_agent_eval.offline.testing import capture_runs, run_to_test_case
 
 # gpt-4.1-mini: $0.0004 / $0.0016 per 1k tokens in the packaged catalog
 LLM_CALL_USD = instrumented.INPUT_TOKENS / 1000 * 0.0004 + instrumented.OUTPUT_TOKENS / 1000 * 0.0016

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_agent_eval.window import DEFAULT_QUANTILES, SlidingQuantiles, WindowSnapshot
+from otel_agent_eval.metrics.window import DEFAULT_QUANTILES, SlidingQuantiles, WindowSnapshot
 from test_histogram import DISTRIBUTIONS, exact_quantile, samples
 
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from otel_agent_eval.histogram import DURATION_BUCKETS_S, BucketCounts
-from otel_agent_eval.window import SlidingQuantiles
+from otel_agent_eval.metrics.histogram import DURATION_BUCKETS_S, BucketCounts
+from otel_agent_eval.metrics.window import SlidingQuantiles
 
 N = 20_000
 REPEATS = 15

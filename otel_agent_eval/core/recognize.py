@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from opentelemetry.trace import StatusCode
 
 from . import conventions as c
-from .catalog import AttributeMapping
+from ..config.catalog import AttributeMapping
 
 if TYPE_CHECKING:
     from deepeval.test_case import ToolCall

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import Catalog, ModelPrice, TaskRoute
+from ..config.catalog import Catalog, ModelPrice, TaskRoute
 from .correctness import tool_correctness_score
 from .runs import AgentRun
 

@@ -14,7 +14,7 @@ import signal
 import threading
 from typing import Any
 
-from .catalog import PathLike
+from ..config.catalog import PathLike
 from .processor import AgentEvalSpanProcessor
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 if TYPE_CHECKING:
-    from .processor import AgentEvalSpanProcessor
-    from .prometheus import EvalMetrics
-    from .scoring import CallScore
+    from ..otel.processor import AgentEvalSpanProcessor
+    from .collector import EvalMetrics
+    from ..core.scoring import CallScore
 
 
 def multiprocess_dir() -> str | None:
@@ -33,7 +33,7 @@ def multiprocess_registry(processor: AgentEvalSpanProcessor) -> CollectorRegistr
     """A registry that serves every process's files, plus this processor's catalog gauges."""
     from prometheus_client.multiprocess import MultiProcessCollector
 
-    from .prometheus import CatalogCollector
+    from .collector import CatalogCollector
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
@@ -48,7 +48,7 @@ class MultiprocessMirror:
         from prometheus_client import Counter, Histogram
 
         from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S
-        from .prometheus import AGENT, CALL_COUNT_BUCKETS, DIMENSIONS, HEALTH_BUCKETS, SCORE_BUCKETS, SELF_COUNTERS, TOOL
+        from .collector import AGENT, CALL_COUNT_BUCKETS, DIMENSIONS, HEALTH_BUCKETS, SCORE_BUCKETS, SELF_COUNTERS, TOOL
 
         def counter(name: str, doc: str, *labels: str) -> Any:
             return Counter(name, doc, list(labels), registry=None)

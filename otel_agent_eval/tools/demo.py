@@ -39,11 +39,11 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client import CollectorRegistry
 
-from . import conventions as c
-from .catalog import Catalog, TaskRoute, Tool, load_catalog
-from .processor import AgentEvalSpanProcessor
-from .prometheus import AGENT, TOOL, serve
-from .scoring import ACCEPTABLE, ERROR, OPTIMAL, SUBOPTIMAL, Scorer
+from ..core import conventions as c
+from ..config.catalog import Catalog, TaskRoute, Tool, load_catalog
+from ..otel.processor import AgentEvalSpanProcessor
+from ..metrics.collector import AGENT, TOOL, serve
+from ..core.scoring import ACCEPTABLE, ERROR, OPTIMAL, SUBOPTIMAL, Scorer
 
 __all__ = [
     "DemoError",

@@ -23,10 +23,10 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 
-from .catalog import Catalog
+from ..config.catalog import Catalog
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .multiprocess import MultiprocessMirror, multiprocess_dir
-from .scoring import CallScore, StaticScore
+from ..core.scoring import CallScore, StaticScore
 from .window import SlidingQuantiles
 
 TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"

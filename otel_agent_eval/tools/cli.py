@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .catalog import CATALOG_SCHEMA, Catalog, load_catalog
+from ..config.catalog import CATALOG_SCHEMA, Catalog, load_catalog
 
 EXIT_USAGE = 2
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conventions as c
-from .catalog import Catalog, TaskRoute, Tool
+from ..config.catalog import Catalog, TaskRoute, Tool
 from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
 from .recognize import ToolCallRecord
 

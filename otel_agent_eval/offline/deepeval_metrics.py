@@ -19,8 +19,8 @@ from typing import Any
 from deepeval.metrics import BaseMetric
 from deepeval.test_case import LLMTestCase
 
-from .catalog import Catalog, load_catalog
-from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
+from ..config.catalog import Catalog, load_catalog
+from ..core.efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
 
 
 def tools_used(test_case: LLMTestCase) -> list[str]:

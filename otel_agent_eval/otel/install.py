@@ -17,11 +17,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from .catalog import Catalog, CatalogError, PathLike, load_catalog
-from .multiprocess import multiprocess_dir, multiprocess_registry
+from ..config.catalog import Catalog, CatalogError, PathLike, load_catalog
+from ..metrics.multiprocess import multiprocess_dir, multiprocess_registry
 from .processor import AgentEvalSpanProcessor
-from .prometheus import serve
-from .settings import Settings
+from ..metrics.collector import serve
+from ..config.settings import Settings
 
 logger = logging.getLogger(__name__)
 

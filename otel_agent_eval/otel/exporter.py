@@ -25,13 +25,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .enrich import Enricher, enrich_run
+from ..core.enrich import Enricher, enrich_run
 from .install import build_processor, start_metrics_endpoint
 from .processor import AgentEvalSpanProcessor
-from .recognize import ToolCallRecord, attribute_dict, convention_of
-from .runs import AgentRun
-from .scoring import CallScore
-from .settings import Settings
+from ..core.recognize import ToolCallRecord, attribute_dict, convention_of
+from ..core.runs import AgentRun
+from ..core.scoring import CallScore
+from ..config.settings import Settings
 
 logger = logging.getLogger(__name__)
 

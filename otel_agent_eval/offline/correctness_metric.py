@@ -1,4 +1,4 @@
-"""deepeval metric wrapping :mod:`otel_agent_eval.correctness`: no model, no API key."""
+"""deepeval metric wrapping :mod:`otel_agent_eval.core.correctness`: no model, no API key."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,7 +9,7 @@ from deepeval.metrics.indicator import metric_progress_indicator
 from deepeval.metrics.utils import construct_verbose_logs, prepare_measure
 from deepeval.test_case import LLMTestCase, SingleTurnParams, ToolCallParams
 
-from otel_agent_eval.correctness import tool_correctness
+from ..core.correctness import tool_correctness
 
 __all__ = ["DeterministicToolCorrectnessMetric"]
 

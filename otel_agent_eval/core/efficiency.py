@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from decimal import ROUND_HALF_UP, Decimal
 
-from .catalog import COMPLEXITY_TIERS, Profile, Tool
+from ..config.catalog import COMPLEXITY_TIERS, Profile, Tool
 
 _TIER = {name: i for i, name in enumerate(COMPLEXITY_TIERS)}
 

@@ -22,16 +22,16 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from . import conventions as c
-from .catalog import AttributeMapping, Catalog, PathLike, load_catalog
-from .enrich import Enricher, Redactor, enrich_run
+from ..core import conventions as c
+from ..config.catalog import AttributeMapping, Catalog, PathLike, load_catalog
+from ..core.enrich import Enricher, Redactor, enrich_run
 from .handoff import SpanQueue
-from .prometheus import EvalMetrics
-from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
+from ..metrics.collector import EvalMetrics
+from ..core.recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
-from .run_eval import RunEvaluator
-from .runs import AgentRun, ClosedRun, Pending, RunTracker
-from .scoring import CallScore, Scorer
+from ..core.run_eval import RunEvaluator
+from ..core.runs import AgentRun, ClosedRun, Pending, RunTracker
+from ..core.scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
 
