@@ -13,8 +13,7 @@ from .otel.exporter import AgentEvalSpanExporter
 from .otel.install import install
 from .otel.processor import AgentEvalSpanProcessor
 from .core.recognize import LLMCall, ToolCallRecord, tool_call_from_span
-from .core.run_eval import RunEvaluation
-from .core.runs import AgentRun
+from .core.runs import AgentRun, RunEvaluation
 from .core.scoring import CallScore
 
 if TYPE_CHECKING:

@@ -61,7 +61,13 @@ def test_metrics_from_catalog_use_route_profile_and_environment():
     catalog = load_catalog()
     metric = ToolEfficiencyMetric.from_catalog(catalog, task="faq", environment="staging")
     assert (metric.optimal_tool, metric.cost_weight, metric.latency_weight, metric.threshold) == ("local_index", 0.2, 0.8, 0.75)
-    assert metric.measure(case("web_search")) == pytest.approx(0.06)
+    # The live scorer's number for this task: 0.06 on cost and latency, halved for a moderate tool on a simple task.
+    assert metric.measure(case("web_search")) == pytest.approx(0.03)
+    assert metric.score_breakdown == {"cost": 0.0, "latency": pytest.approx(0.075), "complexity": 0.5}
+    # A tool without the task's capability scores 0, as live: cheaper is no merit in a tool that cannot do it.
+    arithmetic = ToolEfficiencyMetric.from_catalog(catalog, task="arithmetic")
+    assert arithmetic.measure(case("local_index")) == 0.0 and not arithmetic.is_successful()
+    assert arithmetic.reason.startswith("Capability mismatch: 'local_index'")
     complexity = ContextualComplexityMetric.from_catalog(catalog, task="forecasting")
     assert complexity.task_complexity == "advanced"
     complexity.measure(case("simple_filter"))

@@ -174,7 +174,7 @@ def test_scorer_and_metric_failures_forward_the_original_span(monkeypatch):
 
 def test_enrichment_failure_is_counted_and_the_span_still_exported(monkeypatch):
     app = App()
-    monkeypatch.setattr(app.processor._enricher, "enrich", lambda *a: 1 / 0)
+    monkeypatch.setattr(app.processor.pipeline.enricher, "enrich", lambda *a: 1 / 0)
     app.run("support_agent", "web_search")
     assert "execute_tool web_search" in app.exported_by_name()
     assert app.sample("agent_eval_processor_enrichments_dropped_total") == 1

@@ -83,7 +83,8 @@ def test_a_million_tool_spans_with_never_ending_roots_stay_bounded():
 
 def million_spans_workload() -> dict[str, Any]:
     """The 1M-span run; asserts the counts, returns the figures."""
-    app = App(max_open_traces=CAP, run_ttl_s=TTL_S, background=False)
+    now = [0.0]  # the processor's clock, moved by hand: no test waits for a TTL in real time
+    app = App(max_open_traces=CAP, run_ttl_s=TTL_S, background=False, clock=lambda: now[0])
     tracer = app.tracer
     gc.collect()
     baseline = rss_mb()
@@ -107,7 +108,7 @@ def million_spans_workload() -> dict[str, Any]:
     open_before_pause = len(app.processor.runs)
 
     # TTL: after a pause longer than run_ttl_s, the next new trace expires every open one.
-    time.sleep(TTL_S + 0.5)
+    now[0] += TTL_S + 0.5
     _trace(tracer, 0)  # a complete agent run
     app.processor.force_flush()
     ttl = app.series("agent_eval_processor_runs_closed_early_total")[labels(reason="ttl")]

@@ -26,6 +26,7 @@ APP = textwrap.dedent('''
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
                     "gen_ai.tool.call.arguments": '{"query": "return policy"}'}):
                 pass
+    trace.get_tracer_provider().force_flush()  # what the SDK's batch worker does every 5 s on its own
     port = os.environ["OTEL_AGENT_EVAL_METRICS_PORT"]
     print(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
 ''')

@@ -8,8 +8,6 @@ The attributes that only depend on the catalog are built once per `StaticScore`.
 """
 from __future__ import annotations
 
-import json
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -18,6 +16,7 @@ from typing import Any
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from . import conventions as c
+from .redact import Redactor
 from .runs import AgentRun
 from .scoring import CallScore, StaticScore
 
@@ -65,51 +64,6 @@ class EnrichedSpan(ReadableSpan):
         return self._original.dropped_links
 
 
-class Redactor:
-    """Keeps secrets and tool payloads out of exported tool spans.
-
-    With `drop_io`, tool arguments and results are removed. With a key `pattern`
-    (case-insensitive regular expression), attributes whose key matches, and keys inside
-    JSON arguments and results that match, get the value ``[REDACTED]``.
-    """
-
-    IO_KEYS = (c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, c.OI_INPUT_VALUE, c.OI_OUTPUT_VALUE,
-               c.TRACELOOP_ENTITY_INPUT, c.TRACELOOP_ENTITY_OUTPUT)
-    MASK = "[REDACTED]"
-
-    def __init__(self, pattern: str | None = None, drop_io: bool = False) -> None:
-        self.pattern = re.compile(pattern, re.IGNORECASE) if pattern else None
-        self.drop_io = drop_io
-
-    def apply(self, attrs: dict[str, Any]) -> None:
-        """Redact `attrs` in place (it is the copy being exported)."""
-        for key in self.IO_KEYS:
-            if key in attrs:
-                if self.drop_io:
-                    del attrs[key]
-                elif self.pattern is not None and isinstance(attrs[key], str):
-                    attrs[key] = self._redact_json(attrs[key])
-        if self.pattern is not None:
-            for key in [k for k in attrs if self.pattern.search(k)]:
-                attrs[key] = self.MASK
-
-    def _redact_json(self, text: str) -> str:
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            return text
-        if not isinstance(value, (dict, list)):
-            return text
-        return json.dumps(self._mask(value), ensure_ascii=False)
-
-    def _mask(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: self.MASK if isinstance(k, str) and self.pattern.search(k) else self._mask(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._mask(v) for v in value]
-        return value
-
-
 class Enricher:
     """Builds the exported copies of tool spans: scores added, secrets redacted.
 
@@ -151,7 +105,7 @@ class Enricher:
         return cached
 
 
-def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float) -> EnrichedSpan:
+def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None) -> EnrichedSpan:
     """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric."""
     e = run.evaluation
     extra: dict[str, Any] = {
@@ -175,7 +129,10 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float) -> Enriche
     if e.tool_correctness is not None:
         events.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
                                   f"Expected tools called: {e.tool_correctness:.2f}.", span))
-    return EnrichedSpan(span, {**(span.attributes or {}), **extra}, (*span.events, *events))
+    attrs = {**(span.attributes or {}), **extra}
+    if redactor is not None:
+        redactor.apply(attrs)
+    return EnrichedSpan(span, attrs, (*span.events, *events))
 
 
 def _evaluation(name: str, score: float, passed: bool, explanation: str, span: ReadableSpan) -> Event:

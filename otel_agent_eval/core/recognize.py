@@ -219,6 +219,7 @@ class LLMCall(NamedTuple):
     span_id: int = 0
     input_messages: Any = None  # GenAI `gen_ai.input.messages`, when recorded
     output_messages: Any = None
+    start_ns: int | None = None  # places the call in the agent run whose time range holds it
 
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:

@@ -12,12 +12,11 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..config.catalog import Catalog, ModelPrice, TaskRoute
 from .correctness import tool_correctness_score
-from .runs import AgentRun
+from .runs import AgentRun, RunEvaluation
 
 logger = logging.getLogger(__name__)
 
@@ -25,35 +24,6 @@ HEALTH_WEIGHTS = {"completion": 0.30, "tool_accuracy": 0.25, "hallucination_free
 LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
 COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
 _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
-
-
-@dataclass(frozen=True)
-class RunEvaluation:
-    completed: bool
-    completion_reason: str
-    tool_accuracy: float | None  # mean of argument validity, order accuracy and call precision, where known
-    argument_validity: float | None  # share of calls whose arguments pass the tool's JSON Schema
-    order_accuracy: float | None  # expected tools called in order (deepeval's ordered correctness)
-    call_precision: float | None  # share of calls neither spurious nor redundant
-    invalid_calls: tuple[str, ...]  # "tool: why" for calls with invalid arguments
-    spurious_calls: tuple[str, ...]  # tools outside the route's expected/acceptable/optimal set
-    redundant_calls: tuple[str, ...]  # repeats of the same tool with the same arguments
-    over_budget: bool  # more calls than the route's max_calls
-    tool_correctness: float | None  # against the route's expected_tools, deepeval's default semantics
-    tool_cost_usd: float
-    llm_cost_usd: float
-    unpriced_models: tuple[str, ...]  # LLM calls whose model the catalog does not price (not guessed)
-    duration_s: float | None
-    hallucination_free: float | None
-    health: float  # 0-100
-
-    @property
-    def outcome(self) -> str:
-        return "completed" if self.completed else "failed"
-
-    @property
-    def cost_usd(self) -> float:
-        return self.tool_cost_usd + self.llm_cost_usd
 
 
 class RunEvaluator:

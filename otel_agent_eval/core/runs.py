@@ -27,10 +27,38 @@ from .recognize import MAX_DURATION_NS, LLMCall, ToolCallRecord
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from .run_eval import RunEvaluation
     from .scoring import CallScore
 
 AGENT_RUN, TRACE_RUN = "agent", "trace"
+
+
+@dataclass(frozen=True)
+class RunEvaluation:
+    completed: bool
+    completion_reason: str
+    tool_accuracy: float | None  # mean of argument validity, order accuracy and call precision, where known
+    argument_validity: float | None  # share of calls whose arguments pass the tool's JSON Schema
+    order_accuracy: float | None  # expected tools called in order (deepeval's ordered correctness)
+    call_precision: float | None  # share of calls neither spurious nor redundant
+    invalid_calls: tuple[str, ...]  # "tool: why" for calls with invalid arguments
+    spurious_calls: tuple[str, ...]  # tools outside the route's expected/acceptable/optimal set
+    redundant_calls: tuple[str, ...]  # repeats of the same tool with the same arguments
+    over_budget: bool  # more calls than the route's max_calls
+    tool_correctness: float | None  # against the route's expected_tools, deepeval's default semantics
+    tool_cost_usd: float
+    llm_cost_usd: float
+    unpriced_models: tuple[str, ...]  # LLM calls whose model the catalog does not price (not guessed)
+    duration_s: float | None
+    hallucination_free: float | None
+    health: float  # 0-100
+
+    @property
+    def outcome(self) -> str:
+        return "completed" if self.completed else "failed"
+
+    @property
+    def cost_usd(self) -> float:
+        return self.tool_cost_usd + self.llm_cost_usd
 
 
 @dataclass
@@ -275,8 +303,8 @@ class RunTracker:
             run.scores = [score for rec, score in pairs if inside(rec)]
             loose.calls = [rec for rec, _ in pairs if not inside(rec)]
             loose.scores = [score for rec, score in pairs if not inside(rec)]
-            run.llm = list(loose.llm)  # LLM calls carry no times; an agent found at its end takes the trace's
-            loose.llm = []
+            run.llm = [call for call in loose.llm if type(call.start_ns) is int and start <= call.start_ns <= end]
+            loose.llm = [call for call in loose.llm if not (type(call.start_ns) is int and start <= call.start_ns <= end)]
         return run
 
     def _close_agent(self, trace: _OpenTrace, run: _OpenRun, span: ReadableSpan, agent_at_end: str | None) -> ClosedRun | None:

@@ -169,9 +169,12 @@ class Scorer:
             candidates = [self._against(None, tool, best_tool(self.catalog.tools_with(cap), self.default_profile))
                           for cap in tool.capabilities]
             return max(candidates, key=lambda s: (s.efficiency, s.optimal_tool == tool.name))
+        return self._against(route, tool, self.optimal_for(route))
+
+    def optimal_for(self, route: TaskRoute) -> Tool | None:
+        """The route's `optimal_tool`, else the best tool with its capability under its profile."""
         profile = self.catalog.profile(route.profile) if route.profile else self.default_profile
-        optimal = self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
-        return self._against(route, tool, optimal)
+        return self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
 
     def _against(self, route: TaskRoute | None, tool: Tool, optimal: Tool) -> StaticScore:
         profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
@@ -221,9 +224,7 @@ class Scorer:
 
     def _score_unknown(self, name: str, route: TaskRoute | None) -> StaticScore:
         profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
-        optimal = None
-        if route is not None:
-            optimal = self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
+        optimal = self.optimal_for(route) if route is not None else None
         return StaticScore(
             tool=name, task=route.name if route else UNROUTED, profile=profile.name,
             optimal_tool=optimal.name if optimal else "", known=False,

@@ -12,7 +12,6 @@ Everything fixed by the catalog (scores, costs, verdicts) is stored once per
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 from bisect import bisect_left
 from collections import Counter
@@ -20,41 +19,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.samples import Exemplar
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..config.catalog import Catalog
+from ..core.scoring import CallScore, StaticScore
+from . import names as n
+from .families import catalog_families, family, label_text, le_buckets
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .multiprocess import MultiprocessMirror, multiprocess_dir
-from ..core.scoring import CallScore, StaticScore
 from .window import SlidingQuantiles
 
-TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
-OTHER = "_other_"  # label value that absorbs names past the cardinality caps
+OTHER = n.OTHER
+TOOL, AGENT = n.TOOL, n.AGENT  # label names, also read by the demo
 MAX_ERROR_TYPES = 10  # error_type label values per (tool, agent); more are folded into "_OTHER"
-MAX_LABEL_CHARS = 256
-SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
-QUANTILES = (0.5, 0.95, 0.99)
-CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
-HEALTH_BUCKETS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, math.inf)
-DIMENSIONS = ("efficiency", "cost", "latency", "complexity")
-
-# Self-metrics: how the processor itself is doing.
-SELF_COUNTERS = {
-    "spans_seen": "Spans the processor received.",
-    "spans_scored": "Tool-call spans scored.",
-    "spans_ignored": "Spans that are no tool call.",
-    "malformed_tool_spans": "Tool-call spans with values that could not be read (see the log).",
-    "enrichments_dropped": "Tool spans forwarded without scores because enriching them failed.",
-    "forward_errors": "Exceptions raised by the forwarded span processor.",
-    "internal_errors": "Exceptions caught inside the processor (see the log).",
-    "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
-    "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
-    "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
-    "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
-    "catalog_reloads": "Catalogs swapped in by a reload.",
-    "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
-}
 
 
 class Tally:
@@ -94,12 +71,19 @@ class _RunSeries:
         self.outcomes: Counter[str] = Counter()
         self.duration = BucketCounts(DURATION_BUCKETS_S)
         self.cost = BucketCounts(COST_BUCKETS_USD)
-        self.calls = BucketCounts(CALL_COUNT_BUCKETS)
-        self.correctness = BucketCounts(SCORE_BUCKETS)
-        self.health = BucketCounts(HEALTH_BUCKETS)
+        self.calls = BucketCounts(n.CALL_COUNT_BUCKETS)
+        self.correctness = BucketCounts(n.SCORE_BUCKETS)
+        self.health = BucketCounts(n.HEALTH_BUCKETS)
         self.redundant: Counter[str] = Counter()
         self.spurious: Counter[str] = Counter()
         self.over_budget = 0
+
+    def copy(self) -> _RunSeries:
+        other = _RunSeries.__new__(_RunSeries)
+        for name in self.__slots__:
+            value = getattr(self, name)
+            setattr(other, name, value.copy() if hasattr(value, "copy") else value)
+        return other
 
 
 class EvalMetrics:
@@ -156,6 +140,9 @@ class EvalMetrics:
             self.counters[name] += n
         if self.mirror is not None:
             self.mirror.count(name, n)
+
+    def span_ignored(self) -> None:
+        self.ignored.bump()
 
     def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
         """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
@@ -237,7 +224,7 @@ class EvalMetrics:
             series = self._series[folded] = _Series(folded, self._window_s)
         return series
 
-    # -- scrape side -------------------------------------------------------------
+    # -- scrape side: copy under the lock, build the families outside it ----------------
 
     def collect(self) -> Iterator[Metric]:
         if self.before_collect is not None:
@@ -246,134 +233,86 @@ class EvalMetrics:
             except Exception:  # noqa: BLE001 - a scrape shows what there is
                 pass
         with self._lock:
-            yield from self._tool_families()
-            yield from self._run_families()
-            yield from self._self_families()
-        yield from self._catalog_families()
+            tools = [(labels, dict(s.calls), {et: h.copy() for et, h in s.durations.items()},
+                      s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations)
+                     for labels, s in ((s.labels, s) for s in self._series.values())]
+            runs = [(key, series.copy()) for key, series in self._runs.items()]
+            counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
+        yield from self._tool_families(tools)
+        yield from _run_families(runs)
+        yield from self._self_families(counters, closed_early)
+        if catalog is not None:
+            yield from catalog_families(catalog)
 
-    def _tool_families(self) -> Iterator[Metric]:
-        calls = CounterMetricFamily("agent_eval_tool_calls", "Tool calls by outcome and verdict against the environment's thresholds.",
-                                    labels=[TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool"])
-        cost = CounterMetricFamily("agent_eval_tool_cost_usd", "Catalog cost of the tool calls made, in USD.", labels=[TOOL, AGENT])
-        excess_cost = CounterMetricFamily("agent_eval_tool_excess_cost_usd", "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.",
-                                          labels=[TOOL, AGENT, "optimal_tool"])
-        excess_latency = CounterMetricFamily("agent_eval_tool_excess_latency_seconds", "Observed duration beyond the optimal tool's expected latency.",
-                                             labels=[TOOL, AGENT])
-        slo = CounterMetricFamily("agent_eval_tool_slo_violations", "Tool calls slower than the tool's catalog latency SLO.", labels=[TOOL, AGENT])
-        scores = HistogramMetricFamily("agent_eval_tool_efficiency_score", "Per-call efficiency score and its cost, latency and complexity components (0-1).",
-                                       labels=[TOOL, AGENT, "profile", "dimension"])
-        duration = HistogramMetricFamily("gen_ai_execute_tool_duration_seconds", "Duration of tool executions (GenAI semantic conventions).",
-                                         labels=[TOOL, AGENT, "error_type"])
-        latency = Metric("agent_eval_tool_latency_seconds", f"Tool call duration; quantiles over the last {self._window_s:g} s.", "summary")
-        for (tool, agent), series in self._series.items():
+    def _tool_families(self, tools: list[tuple[Any, ...]]) -> Iterator[Metric]:
+        calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)
+        excess_latency, slo, scores = family(n.TOOL_EXCESS_LATENCY), family(n.TOOL_SLO_VIOLATIONS), family(n.TOOL_EFFICIENCY)
+        duration, latency = family(n.TOOL_DURATION), family(n.TOOL_LATENCY, window=self._window_s)
+        for (tool, agent), series_calls, durations, snap, excess_latency_s, slo_violations in tools:
             by_calls: Counter[tuple[str, ...]] = Counter()
             by_excess_cost: Counter[str] = Counter()
             score_counts: dict[tuple[str, str], list[int]] = {}
             score_sums: Counter[tuple[str, str]] = Counter()
             cost_usd = 0.0
-            for (static, outcome), n in series.calls.items():
-                by_calls[(static.task, outcome, static.verdict, static.optimal_tool)] += n
-                cost_usd += static.cost_usd * n
+            for (static, outcome), count in series_calls.items():
+                by_calls[(static.task, outcome, static.verdict, static.optimal_tool)] += count
+                cost_usd += static.cost_usd * count
                 if static.excess_cost_usd:
-                    by_excess_cost[static.optimal_tool] += static.excess_cost_usd * n
+                    by_excess_cost[static.optimal_tool] += static.excess_cost_usd * count
                 for dimension, value in _dimensions(static):
-                    counts = score_counts.setdefault((static.profile, dimension), [0] * len(SCORE_BUCKETS))
-                    counts[bisect_left(SCORE_BUCKETS, value)] += n
-                    score_sums[(static.profile, dimension)] += value * n
-            for (task, outcome, verdict, optimal), n in by_calls.items():
-                calls.add_metric([tool, agent, task, outcome, verdict, optimal], n)
+                    counts = score_counts.setdefault((static.profile, dimension), [0] * len(n.SCORE_BUCKETS))
+                    counts[bisect_left(n.SCORE_BUCKETS, value)] += count
+                    score_sums[(static.profile, dimension)] += value * count
+            for (task, outcome, verdict, optimal), count in by_calls.items():
+                calls.add_metric([tool, agent, task, outcome, verdict, optimal], count)
             cost.add_metric([tool, agent], cost_usd)
             for optimal, usd in by_excess_cost.items():
                 excess_cost.add_metric([tool, agent, optimal], usd)
             for (profile, dimension), counts in score_counts.items():
-                scores.add_metric([tool, agent, profile, dimension], _le_buckets(SCORE_BUCKETS, counts), score_sums[(profile, dimension)])
-            excess_latency.add_metric([tool, agent], series.excess_latency_s)
-            slo.add_metric([tool, agent], series.slo_violations)
-            for error_type, hist in series.durations.items():
-                duration.add_metric([tool, agent, error_type], _le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
-            snap = series.window.snapshot(QUANTILES)
-            labels = {TOOL: tool, AGENT: agent}
-            for q, value in zip(QUANTILES, snap.quantiles):
-                latency.add_sample("agent_eval_tool_latency_seconds", {**labels, "quantile": str(q)}, value)
-            latency.add_sample("agent_eval_tool_latency_seconds_count", labels, snap.total_count)
-            latency.add_sample("agent_eval_tool_latency_seconds_sum", labels, snap.total_sum)
+                scores.add_metric([tool, agent, profile, dimension], le_buckets(n.SCORE_BUCKETS, counts), score_sums[(profile, dimension)])
+            excess_latency.add_metric([tool, agent], excess_latency_s)
+            slo.add_metric([tool, agent], slo_violations)
+            for error_type, hist in durations.items():
+                duration.add_metric([tool, agent, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+            labels = {n.TOOL: tool, n.AGENT: agent}
+            for q, value in zip(n.QUANTILES, snap.quantiles):
+                latency.add_sample(n.TOOL_LATENCY.name, {**labels, "quantile": str(q)}, value)
+            latency.add_sample(n.TOOL_LATENCY.name + "_count", labels, snap.total_count)
+            latency.add_sample(n.TOOL_LATENCY.name + "_sum", labels, snap.total_sum)
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
-    def _run_families(self) -> Iterator[Metric]:
-        labels = [AGENT, "task"]
-        runs = CounterMetricFamily("agent_eval_runs", "Agent runs by outcome (completed: root OK, tool errors recovered, validator passed).",
-                                   labels=[*labels, "outcome"])
-        histograms = {
-            "duration": HistogramMetricFamily("agent_eval_run_duration_seconds", "Duration of agent runs.", labels=labels),
-            "cost": HistogramMetricFamily("agent_eval_run_cost_usd", "Cost of agent runs: catalog tool costs plus priced LLM tokens, in USD.", labels=labels),
-            "calls": HistogramMetricFamily("agent_eval_run_tool_calls", "Tool calls per agent run.", labels=labels),
-            "correctness": HistogramMetricFamily("agent_eval_tool_correctness_score", "Tool correctness of runs against the task's expected tools (deepeval semantics, 0-1).", labels=labels),
-            "health": HistogramMetricFamily("agent_eval_run_health_score", "Run health score, 0-100 (completion, tool accuracy, latency, cost).", labels=labels),
-        }
-        redundant = CounterMetricFamily("agent_eval_redundant_tool_calls", "Repeated calls of a tool with the same arguments within a run.", labels=[*labels, TOOL])
-        spurious = CounterMetricFamily("agent_eval_spurious_tool_calls", "Calls of tools outside the task's expected and acceptable tools.", labels=[*labels, TOOL])
-        over_budget = CounterMetricFamily("agent_eval_runs_over_budget", "Runs with more tool calls than the task's max_calls.", labels=labels)
-        for (agent, task), series in self._runs.items():
-            for outcome, n in series.outcomes.items():
-                runs.add_metric([agent, task, outcome], n)
-            for name, family in histograms.items():
-                hist = getattr(series, name)
-                if hist.count:
-                    family.add_metric([agent, task], _le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
-            for tool, n in series.redundant.items():
-                redundant.add_metric([agent, task, tool], n)
-            for tool, n in series.spurious.items():
-                spurious.add_metric([agent, task, tool], n)
-            over_budget.add_metric([agent, task], series.over_budget)
-        yield from (runs, *histograms.values(), redundant, spurious, over_budget)
-
-    def _self_families(self) -> Iterator[Metric]:
-        values = {**self.counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value}
-        for name, doc in SELF_COUNTERS.items():
-            yield CounterMetricFamily(f"agent_eval_processor_{name}", doc, value=values.get(name, 0))
-        closed = CounterMetricFamily("agent_eval_processor_runs_closed_early", "Runs closed before their root span ended, by reason (ttl, capacity, shutdown).",
-                                     labels=["reason"])
+    def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
+        values = {**counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value}
+        for name, doc in n.SELF_COUNTERS.items():
+            yield CounterMetricFamily(n.SELF_PREFIX + name, doc, value=values.get(name, 0))
+        closed = family(n.RUNS_CLOSED_EARLY)
         for reason in ("ttl", "capacity", "shutdown"):
-            closed.add_metric([reason], self.closed_early[reason])
+            closed.add_metric([reason], closed_early[reason])
         yield closed
         for name, (doc, read) in self.gauges.items():
             try:
-                family = CounterMetricFamily if name.endswith("_total") else GaugeMetricFamily
-                yield family(f"agent_eval_processor_{name.removesuffix('_total')}", doc, value=read())
+                kind = CounterMetricFamily if name.endswith("_total") else GaugeMetricFamily
+                yield kind(n.SELF_PREFIX + name.removesuffix("_total"), doc, value=read())
             except Exception:  # noqa: BLE001 - a scrape shows what it can
                 continue
 
-    def _catalog_families(self) -> Iterator[Metric]:
-        if self.catalog is not None:
-            yield from catalog_families(self.catalog)
 
-
-class CatalogCollector:
-    """The catalog gauges alone, for an endpoint that serves multiprocess files (see multiprocess.py)."""
-
-    def __init__(self, metrics: EvalMetrics) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self.metrics._catalog_families()
-
-
-def catalog_families(catalog: Catalog) -> Iterator[Metric]:
-    """Gauges of the catalog's figures, so alerts and dashboards can compare against them."""
-    expected = GaugeMetricFamily("agent_eval_tool_expected_latency_seconds", "Expected latency of each tool, from the catalog.", labels=[TOOL])
-    slo = GaugeMetricFamily("agent_eval_tool_latency_slo_seconds", "Latency SLO of each tool, from the catalog.", labels=[TOOL])
-    cost = GaugeMetricFamily("agent_eval_tool_cost_per_call_usd", "Cost of one call of each tool, from the catalog.", labels=[TOOL])
-    for tool in catalog.tools.values():
-        expected.add_metric([tool.name], tool.latency_ms / 1000)
-        cost.add_metric([tool.name], tool.cost_usd)
-        if tool.latency_slo_ms:
-            slo.add_metric([tool.name], tool.latency_slo_ms / 1000)
-    thresholds = GaugeMetricFamily("agent_eval_efficiency_threshold", "Efficiency score thresholds per environment, from the catalog.",
-                                   labels=["environment", "level"])
-    for t in catalog.thresholds.values():
-        thresholds.add_metric([t.environment, "warn"], t.warn)
-        thresholds.add_metric([t.environment, "fail"], t.fail)
-    yield from (expected, slo, cost, thresholds)
+def _run_families(runs: list[tuple[tuple[str, str], _RunSeries]]) -> Iterator[Metric]:
+    outcomes, redundant, spurious, over_budget = family(n.RUNS), family(n.RUN_REDUNDANT), family(n.RUN_SPURIOUS), family(n.RUN_OVER_BUDGET)
+    histograms = {field: family(spec) for field, spec in n.RUN_HISTOGRAMS.items()}
+    for (agent, task), series in runs:
+        for outcome, count in series.outcomes.items():
+            outcomes.add_metric([agent, task, outcome], count)
+        for field, hist_family in histograms.items():
+            hist = getattr(series, field)
+            if hist.count:
+                hist_family.add_metric([agent, task], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+        for tool, count in series.redundant.items():
+            redundant.add_metric([agent, task, tool], count)
+        for tool, count in series.spurious.items():
+            spurious.add_metric([agent, task, tool], count)
+        over_budget.add_metric([agent, task], series.over_budget)
+    yield from (outcomes, *histograms.values(), redundant, spurious, over_budget)
 
 
 def _dimensions(static: StaticScore) -> list[tuple[str, float]]:
@@ -381,39 +320,6 @@ def _dimensions(static: StaticScore) -> list[tuple[str, float]]:
     if static.complexity_score is not None:
         values.append(("complexity", static.complexity_score))
     return values
-
-
-def _le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[Any] | None = None) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    total = 0
-    for i, (bound, n) in enumerate(zip(bounds, counts)):
-        total += n
-        le = "+Inf" if bound == math.inf else _float_label(bound)
-        ex = exemplars[i] if exemplars else None
-        out.append((le, total, Exemplar({"trace_id": _hex(ex[0])}, ex[1], ex[2])) if ex else (le, total))
-    return out
-
-
-def label_text(value: str) -> str:
-    """A label value the exposition can encode and afford: span text may hold lone surrogates, which
-    UTF-8 cannot, or be megabytes long (repeated on every line of a series)."""
-    if len(value) > MAX_LABEL_CHARS:
-        value = value[:MAX_LABEL_CHARS]
-    if value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "replace").decode("utf-8")
-
-
-def _hex(trace_id: int | str) -> str:
-    return format(trace_id, "032x") if isinstance(trace_id, int) else trace_id
-
-
-def _float_label(value: float) -> str:
-    return repr(float(value))
 
 
 def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1") -> Any:

@@ -118,6 +118,13 @@ class BucketCounts:
         """Cumulative counts per bound, as exposed in ``_bucket{le=...}``; the last equals ``count``."""
         return list(accumulate(self.counts))
 
+    def copy(self) -> BucketCounts:
+        """An independent copy (a scrape formats the copy outside the accumulators' lock)."""
+        other = BucketCounts.__new__(BucketCounts)
+        other.bounds, other.counts, other.sum, other.count = self.bounds, list(self.counts), self.sum, self.count
+        other.exemplars = list(self.exemplars) if self.exemplars is not None else None
+        return other
+
     def merge(self, other: BucketCounts) -> None:
         """Add ``other`` into ``self`` (same bounds required); the newer exemplar wins per bucket."""
         if other.bounds != self.bounds:

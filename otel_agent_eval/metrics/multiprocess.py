@@ -15,13 +15,17 @@ Mirroring costs about 1-2 µs per metric update on top of the in-process accumul
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.metrics_core import Metric
+
+from . import names as n
+from .families import catalog_families
 
 if TYPE_CHECKING:
-    from ..otel.processor import AgentEvalSpanProcessor
-    from .collector import EvalMetrics
+    from ..config.catalog import Catalog
     from ..core.scoring import CallScore
 
 
@@ -29,52 +33,45 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
 
 
-def multiprocess_registry(processor: AgentEvalSpanProcessor) -> CollectorRegistry:
-    """A registry that serves every process's files, plus this processor's catalog gauges."""
+def multiprocess_registry(metrics: Any) -> CollectorRegistry:
+    """A registry that serves every process's files, plus the catalog gauges of `metrics` (an `EvalMetrics`)."""
     from prometheus_client.multiprocess import MultiProcessCollector
-
-    from .collector import CatalogCollector
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
-    registry.register(CatalogCollector(processor.metrics))
+    registry.register(_CatalogGauges(lambda: metrics.catalog))
     return registry
+
+
+class _CatalogGauges:
+    """The catalog gauges alone (they are per process, not summed over the files)."""
+
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+
+    def collect(self) -> Iterator[Metric]:
+        catalog: Catalog | None = self.catalog()
+        if catalog is not None:
+            yield from catalog_families(catalog)
+
+
+def _metric(spec: n.Spec) -> Any:
+    if spec.kind == "histogram":
+        return Histogram(spec.name, spec.help, list(spec.labels), buckets=spec.buckets, registry=None)
+    return Counter(spec.name, spec.help, list(spec.labels), registry=None)
 
 
 class MultiprocessMirror:
     """The same series as `EvalMetrics`, written through prometheus-client's file-backed values."""
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Histogram
-
-        from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S
-        from .collector import AGENT, CALL_COUNT_BUCKETS, DIMENSIONS, HEALTH_BUCKETS, SCORE_BUCKETS, SELF_COUNTERS, TOOL
-
-        def counter(name: str, doc: str, *labels: str) -> Any:
-            return Counter(name, doc, list(labels), registry=None)
-
-        def histogram(name: str, doc: str, buckets: Any, *labels: str) -> Any:
-            return Histogram(name, doc, list(labels), buckets=buckets, registry=None)
-
-        self.dimensions = DIMENSIONS
-        self.calls = counter("agent_eval_tool_calls", "Tool calls by outcome and verdict.", TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool")
-        self.cost = counter("agent_eval_tool_cost_usd", "Catalog cost of the tool calls made, in USD.", TOOL, AGENT)
-        self.excess_cost = counter("agent_eval_tool_excess_cost_usd", "Money wasted, in USD.", TOOL, AGENT, "optimal_tool")
-        self.excess_latency = counter("agent_eval_tool_excess_latency_seconds", "Duration beyond the optimal tool's.", TOOL, AGENT)
-        self.slo = counter("agent_eval_tool_slo_violations", "Calls slower than the tool's SLO.", TOOL, AGENT)
-        self.duration = histogram("gen_ai_execute_tool_duration_seconds", "Duration of tool executions.", DURATION_BUCKETS_S, TOOL, AGENT, "error_type")
-        self.scores = histogram("agent_eval_tool_efficiency_score", "Per-call efficiency score and components.", SCORE_BUCKETS, TOOL, AGENT, "profile", "dimension")
-        run = (AGENT, "task")
-        self.runs = counter("agent_eval_runs", "Agent runs by outcome.", *run, "outcome")
-        self.run_duration = histogram("agent_eval_run_duration_seconds", "Duration of agent runs.", DURATION_BUCKETS_S, *run)
-        self.run_cost = histogram("agent_eval_run_cost_usd", "Cost of agent runs, in USD.", COST_BUCKETS_USD, *run)
-        self.run_calls = histogram("agent_eval_run_tool_calls", "Tool calls per agent run.", CALL_COUNT_BUCKETS, *run)
-        self.correctness = histogram("agent_eval_tool_correctness_score", "Tool correctness of runs.", SCORE_BUCKETS, *run)
-        self.health = histogram("agent_eval_run_health_score", "Run health score, 0-100.", HEALTH_BUCKETS, *run)
-        self.redundant = counter("agent_eval_redundant_tool_calls", "Repeated identical calls within a run.", *run, TOOL)
-        self.spurious = counter("agent_eval_spurious_tool_calls", "Calls outside the task's expected tools.", *run, TOOL)
-        self.over_budget = counter("agent_eval_runs_over_budget", "Runs over the task's max_calls.", *run)
-        self.self_counters = {name: counter(f"agent_eval_processor_{name}", doc) for name, doc in SELF_COUNTERS.items()}
+        self.calls, self.cost, self.excess_cost = _metric(n.TOOL_CALLS), _metric(n.TOOL_COST), _metric(n.TOOL_EXCESS_COST)
+        self.excess_latency, self.slo = _metric(n.TOOL_EXCESS_LATENCY), _metric(n.TOOL_SLO_VIOLATIONS)
+        self.duration, self.scores = _metric(n.TOOL_DURATION), _metric(n.TOOL_EFFICIENCY)
+        self.runs, self.run_duration, self.run_cost = _metric(n.RUNS), _metric(n.RUN_DURATION), _metric(n.RUN_COST)
+        self.run_calls, self.correctness, self.health = _metric(n.RUN_TOOL_CALLS), _metric(n.RUN_CORRECTNESS), _metric(n.RUN_HEALTH)
+        self.redundant, self.spurious, self.over_budget = _metric(n.RUN_REDUNDANT), _metric(n.RUN_SPURIOUS), _metric(n.RUN_OVER_BUDGET)
+        self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
 
     def record(self, score: CallScore, tool: str, agent: str, error_type: str) -> None:
@@ -114,7 +111,7 @@ class MultiprocessMirror:
         if counter is not None:
             counter.inc(n)
 
-    def flush_tallies(self, metrics: EvalMetrics) -> None:
+    def flush_tallies(self, metrics: Any) -> None:
         """Carry the lock-free span tallies over as deltas (done on tool spans, not on every span)."""
         for name, tally in (("spans_seen", metrics.seen), ("spans_ignored", metrics.ignored)):
             value = tally.value

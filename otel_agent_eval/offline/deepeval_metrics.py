@@ -13,14 +13,17 @@
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deepeval.metrics import BaseMetric
 from deepeval.test_case import LLMTestCase
 
-from ..config.catalog import Catalog, load_catalog
-from ..core.efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
+from ..config.catalog import Catalog, Profile, TaskRoute, Thresholds, Tool, load_catalog
+from ..core.scoring import Scorer, StaticScore
+
+_TASK = "metric"  # the one task of the catalog a metric built from the article's arguments scores against
 
 
 def tools_used(test_case: LLMTestCase) -> list[str]:
@@ -34,8 +37,11 @@ def tools_used(test_case: LLMTestCase) -> list[str]:
 class ToolEfficiencyMetric(BaseMetric):
     """Was the cheapest, fastest adequate tool chosen? Scores the first tool the agent used.
 
-    The cost and latency scores compare the used tool with `optimal_tool`; the score is
-    their weighted sum. Success: score >= threshold, or the tool is in `acceptable_tools`.
+    The score is the live scorer's (`core/scoring.py`): one policy for routing, capability,
+    complexity and the cost and latency ratios, online and offline. Built from the article's
+    arguments, it scores against a one-task catalog of those tools; built `from_catalog`, it
+    gives exactly the number the span processor gives the same call for that task. Success:
+    score >= threshold, or the tool is in `acceptable_tools`.
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class ToolEfficiencyMetric(BaseMetric):
         self.async_mode = False
         self.include_reason = True
         self.evaluation_model = None
+        self._policy: tuple[Scorer, TaskRoute] | None = None  # built on first use, or given by from_catalog
 
     @classmethod
     def from_catalog(
@@ -72,42 +79,65 @@ class ToolEfficiencyMetric(BaseMetric):
         threshold: float | None = None,
         **kwargs: Any,
     ) -> ToolEfficiencyMetric:
-        """Build the metric from a catalog task route: its optimal tool, profile weights and the
-        environment's `fail` level as threshold (override with `threshold=`)."""
+        """The metric for a catalog task route: the live scorer's numbers for that task (capability,
+        complexity, profile), with the environment's `fail` level as threshold (override with `threshold=`)."""
         catalog = catalog or load_catalog()
         route = catalog.task(task)
         if route is None:
             raise ValueError(f"{catalog.source}: no task {task!r}; tasks: {', '.join(t.name for t in catalog.tasks)}")
-        profile = catalog.profile(route.profile)
-        optimal = route.optimal_tool or best_tool(catalog.tools_with(route.capability), profile).name
-        costs = {name: t.cost_usd for name, t in catalog.names()}
-        latencies = {name: t.latency_ms for name, t in catalog.names()}
+        scorer = Scorer(catalog, environment=environment)
+        profile = catalog.profile(route.profile) if route.profile else scorer.default_profile
         if route.complexity is not None and issubclass(cls, ContextualComplexityMetric):
             kwargs.setdefault("task_complexity", route.complexity)
             kwargs.setdefault("catalog", catalog)
-        return cls(
-            tool_costs=costs,
-            tool_latencies=latencies,
-            optimal_tool=optimal,
+        metric = cls(
+            tool_costs={name: t.cost_usd for name, t in catalog.names()},
+            tool_latencies={name: t.latency_ms for name, t in catalog.names()},
+            optimal_tool=scorer.optimal_for(route).name,
             acceptable_tools=list(route.acceptable_tools),
-            threshold=catalog.thresholds_for(environment).fail if threshold is None else threshold,
+            threshold=scorer.thresholds.fail if threshold is None else threshold,
             cost_weight=profile.cost_weight,
             latency_weight=profile.latency_weight,
             **kwargs,
         )
+        metric._policy = (scorer, route)
+        return metric
+
+    def judge(self, tool: str) -> StaticScore:
+        """The live scorer's verdict on calling `tool` for this metric's task."""
+        if self._policy is None:
+            self._policy = self._article_policy()
+        scorer, route = self._policy
+        return scorer.static_score(tool, route)
+
+    def _article_policy(self, task_complexity: str | None = None,
+                        tool_complexity: Mapping[str, str] | None = None) -> tuple[Scorer, TaskRoute]:
+        """A one-task catalog of the article's arguments: any listed tool can do the task."""
+        names = {*self.tool_costs, *self.tool_latencies, self.optimal_tool}
+        missing = lambda name: 0.0 if name == self.optimal_tool else math.inf  # noqa: E731 - unknown figures score 0
+        tools = {name: Tool(name=name, cost_usd=self.tool_costs.get(name, missing(name)),
+                            latency_ms=self.tool_latencies.get(name, missing(name)), capabilities=(_TASK,),
+                            complexity=(tool_complexity or {}).get(name))  # type: ignore[arg-type]
+                 for name in names}
+        route = TaskRoute(name=_TASK, capability=_TASK, complexity=task_complexity, profile=_TASK,
+                          optimal_tool=self.optimal_tool, acceptable_tools=tuple(self.acceptable_tools))
+        catalog = Catalog(tools=tools, profiles={_TASK: Profile(_TASK, self.cost_weight, self.latency_weight)},
+                          thresholds={_TASK: Thresholds(_TASK, self.threshold, self.threshold)},
+                          default_profile=_TASK, default_environment=_TASK, tasks=(route,))
+        return Scorer(catalog), route
 
     def measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
         used = tools_used(test_case)
         if not used:
             self.score, self.success, self.reason = 0.0, False, "No tools were used"
             return self.score
-        tool = used[0]
-        cost = self.cost_score(tool)
-        latency = self.latency_score(tool)
-        self.score = weighted_score(cost, latency, self.cost_weight, self.latency_weight)
-        self.score_breakdown = {"cost": cost, "latency": latency}
-        self.success = self.score >= self.threshold or tool in self.acceptable_tools
-        self.reason = self._reason(tool, cost, latency)
+        judged = self.judge(used[0])
+        self.score = judged.efficiency
+        self.score_breakdown = {"cost": judged.cost_score, "latency": judged.latency_score}
+        if judged.complexity_score is not None:
+            self.score_breakdown["complexity"] = judged.complexity_score
+        self.success = self.score >= self.threshold or used[0] in self.acceptable_tools
+        self.reason = judged.reason
         return self.score
 
     async def a_measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
@@ -117,17 +147,10 @@ class ToolEfficiencyMetric(BaseMetric):
         return bool(self.success)
 
     def cost_score(self, tool: str) -> float:
-        return ratio_score(self.tool_costs.get(tool), self.tool_costs.get(self.optimal_tool))
+        return self.judge(tool).cost_score
 
     def latency_score(self, tool: str) -> float:
-        return ratio_score(self.tool_latencies.get(tool), self.tool_latencies.get(self.optimal_tool))
-
-    def _reason(self, tool: str, cost: float, latency: float) -> str:
-        if tool == self.optimal_tool:
-            outcome = "optimal"
-        else:
-            outcome = "acceptable" if tool in self.acceptable_tools else "suboptimal"
-        return selection_reason(outcome, tool, self.optimal_tool, cost, latency)
+        return self.judge(tool).latency_score
 
     @property
     def __name__(self) -> str:
@@ -162,19 +185,20 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
             tool_complexity = {name: t.complexity for name, t in (catalog or load_catalog()).names()}
         self.tool_complexity = dict(tool_complexity)
 
+    def _article_policy(self, task_complexity: str | None = None,
+                        tool_complexity: Mapping[str, str] | None = None) -> tuple[Scorer, TaskRoute]:
+        return super()._article_policy(self.task_complexity, self.tool_complexity)
+
     def measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
-        efficiency = super().measure(test_case)
+        score = super().measure(test_case)
         used = tools_used(test_case)
         if not used:
-            return efficiency
-        tool_tier = self.tool_complexity.get(used[0])
-        fit = complexity_score(self.task_complexity, tool_tier)
-        self.score = efficiency * fit
-        self.score_breakdown = {**self.score_breakdown, "complexity": fit}
-        self.success = self.score >= self.threshold or (used[0] in self.acceptable_tools and fit == 1.0)
-        mismatch = complexity_mismatch(self.task_complexity, tool_tier)
-        self.reason = f"{mismatch}. {self.reason}" if mismatch else f"Complexity fits: {self.task_complexity} task. {self.reason}"
-        return self.score
+            return score
+        fit = self.score_breakdown.get("complexity", 1.0)
+        self.success = score >= self.threshold or (used[0] in self.acceptable_tools and fit == 1.0)
+        if fit == 1.0:
+            self.reason = f"Complexity fits: {self.task_complexity} task. {self.reason}"
+        return score
 
     @property
     def __name__(self) -> str:

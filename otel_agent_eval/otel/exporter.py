@@ -1,41 +1,35 @@
 """Zero-code set-up under `opentelemetry-instrument`: `OTEL_TRACES_EXPORTER=agent_eval`.
 
-The SDK has no entry-point group for span processors, but it builds each exporter named
-in `OTEL_TRACES_EXPORTER` after setting the global TracerProvider and before adding the
-exporter's BatchSpanProcessor. `AgentEvalSpanExporter` uses that moment to put an
-`AgentEvalSpanProcessor` on the provider first, which scores each tool span inside
-`span.end()` (metrics stay live) and remembers the score by span id. The batch thread
-then calls `export()`, which swaps tool spans for their enriched copies and hands the
-batch to the real OTLP exporter, chosen by `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
-`OTEL_EXPORTER_OTLP_PROTOCOL` like the SDK's own `otlp` exporter does. So the copy
-is built off the app's threads.
+The SDK has no entry-point group for span processors, so otel-agent-eval ships a trace
+exporter. The SDK puts it behind a `BatchSpanProcessor`; each batch goes through the same
+evaluation core as the span processor's (`core/pipeline.py`) before it is exported, so the
+spans it exports are the ones it scored: tool spans and run roots enriched, secrets
+redacted, as the same `OTEL_AGENT_EVAL_*` settings say (`wiring.py`). The real exporter
+behind it is OTLP, chosen by `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
+`OTEL_EXPORTER_OTLP_PROTOCOL` as the SDK's own `otlp` exporter does.
 
     $ OTEL_TRACES_EXPORTER=agent_eval OTEL_AGENT_EVAL_CATALOG=catalog.yaml \\
       opentelemetry-instrument python app.py
+
+An exporter sees spans only when they end, so a tool span whose agent is not known yet
+waits (bounded) until its agent span or its trace's root reaches the exporter, and
+is exported with that later batch; metrics follow the batches (every 5 s by default).
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from prometheus_client import REGISTRY, CollectorRegistry
 
-from ..core.enrich import Enricher, enrich_run
-from .install import build_processor, start_metrics_endpoint
-from .processor import AgentEvalSpanProcessor
-from ..core.recognize import ToolCallRecord, attribute_dict, convention_of
-from ..core.runs import AgentRun
-from ..core.scoring import CallScore
+from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
-
-logger = logging.getLogger(__name__)
-
-MAX_PENDING = 100_000  # scores waiting for their span to reach export(); oldest dropped past this
+from .reload import reload_catalog
+from .wiring import attach, build_pipeline, resolve
 
 
 def otlp_exporter() -> SpanExporter:
@@ -49,66 +43,46 @@ def otlp_exporter() -> SpanExporter:
 
 
 class AgentEvalSpanExporter(SpanExporter):
-    """Exports spans through `inner` (default: OTLP), tool spans enriched with their scores."""
+    """Scores each batch with the evaluation core, then exports it through `inner` (default: OTLP)."""
 
-    def __init__(self, inner: SpanExporter | None = None, *, settings: Settings | None = None) -> None:
+    metrics_address: tuple[str, int] | None = None
+
+    def __init__(self, inner: SpanExporter | None = None, *, settings: Settings | None = None,
+                 registry: CollectorRegistry | None = REGISTRY, **options: Any) -> None:
         settings = settings or Settings.from_env()
         self.inner = inner or otlp_exporter()
-        self._pending: OrderedDict[int, tuple[ToolCallRecord, CallScore] | AgentRun] = OrderedDict()
-        self._lock = threading.Lock()
-        self._enricher = Enricher() if settings.enrich else None
-        self.processor: AgentEvalSpanProcessor = build_processor(settings, on_call=self._remember_call, on_run=self._remember_run)
-        provider = trace.get_tracer_provider()
-        if isinstance(provider, TracerProvider):
-            provider.add_span_processor(self.processor)
-            self._scored_inline = True
-        else:  # no SDK provider yet: score on the export thread instead (no agent tracking)
-            logger.warning("otel-agent-eval: no SDK TracerProvider when the exporter was built; scoring at export time")
-            self._scored_inline = False
-        if settings.metrics_enabled:
-            start_metrics_endpoint(self.processor, self.processor.metrics.registry, settings)
-
-    def _remember_call(self, record: ToolCallRecord, score: CallScore) -> None:
-        self._remember(record.span_id, (record, score))
-
-    def _remember_run(self, run: AgentRun) -> None:
-        if run.root_span_id:
-            self._remember(run.root_span_id, run)
-
-    def _remember(self, span_id: int, entry: tuple[ToolCallRecord, CallScore] | AgentRun) -> None:
-        if self._enricher is None:
-            return
-        with self._lock:
-            self._pending[span_id] = entry
-            if len(self._pending) > MAX_PENDING:
-                self._pending.popitem(last=False)
-                self.processor.metrics.count("enrichments_dropped")
+        self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False, **resolve(settings, **options))
+        self._lock = threading.Lock()  # the batch worker and a force_flush may export at once
+        self._closers: list[Callable[[], Any]] = []
+        attach(self, settings, options.get("catalog"))
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        if self._enricher is not None:
-            spans = [self._enriched(span) for span in spans]
-        return self.inner.export(spans)
+        out: list[ReadableSpan] = []
+        with self._lock:
+            for span in spans:
+                self.metrics.seen.bump()
+                out += self.pipeline.ended(span)
+        return self.inner.export(out) if out else SpanExportResult.SUCCESS
 
-    def _enriched(self, span: ReadableSpan) -> ReadableSpan:
-        try:
-            with self._lock:
-                entry = self._pending.pop(span.context.span_id, None)
-            attrs = attribute_dict(span)
-            if entry is None and not self._scored_inline:
-                convention = convention_of(attrs, self.processor._state.custom)
-                entry = self.processor.score_tool_span(span, attrs, convention) if convention else None
-            if entry is None:
-                return span
-            if isinstance(entry, AgentRun):
-                return enrich_run(span, entry, self.processor.scorer.health_pass)
-            record, score = entry
-            return self._enricher.enrich(span, attrs, score, record.agent)
-        except Exception as exc:  # noqa: BLE001 - a failed enrichment must not lose the span
-            self.processor._failed("exporter enrich", exc, "enrichments_dropped")
-            return span
+    def reload_catalog(self, catalog: Catalog | PathLike | None = None) -> bool:
+        return reload_catalog(self.pipeline, catalog)
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
+        self._closers.append(close)
 
     def shutdown(self) -> None:
-        self.processor.shutdown()
+        with self._lock:
+            rest = self.pipeline.close_all()
+        if rest:
+            try:
+                self.inner.export(rest)
+            except Exception as exc:  # noqa: BLE001 - shutdown goes on
+                self.pipeline.failed("export at shutdown", exc, "forward_errors")
+        for close in self._closers:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001
+                self.pipeline.failed("shutdown", exc)
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:

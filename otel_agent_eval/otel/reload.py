@@ -1,7 +1,8 @@
 """Catalog reloads without a restart: on SIGHUP, or when the file changes.
 
-Both call `AgentEvalSpanProcessor.reload_catalog()`, which swaps the new catalog in
-atomically or, for a broken file, logs one line, counts it, and keeps the last good one.
+Both call the owner's `reload_catalog()` (the processor's or the exporter's), which swaps the
+new catalog into the pipeline atomically or, for a broken file, logs one line, counts it, and
+keeps the last good one.
 
     >>> watch_catalog(processor, "catalog.yaml", interval_s=5)   # poll the file's mtime and size
     >>> reload_on_sighup(processor)                               # kill -HUP <pid>
@@ -14,16 +15,37 @@ import signal
 import threading
 from typing import Any
 
-from ..config.catalog import PathLike
-from .processor import AgentEvalSpanProcessor
+from ..config.catalog import Catalog, PathLike, load_catalog
+from ..core.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
+
+
+def reload_catalog(pipeline: Pipeline, catalog: Catalog | PathLike | None = None) -> bool:
+    """Load `catalog` (default: the file the current one came from) and swap it in, or keep the old one.
+
+    A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`.
+    """
+    try:
+        if catalog is None:  # the file the current catalog came from (None: the packaged default)
+            source = pipeline.catalog.source
+            catalog = None if source.startswith("<") else source
+        new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+        state = pipeline.build_state(new)
+    except (ValueError, OSError) as exc:  # CatalogError is a ValueError
+        pipeline.sink.count("catalog_reloads_rejected")
+        logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", pipeline.catalog.source, exc)
+        return False
+    pipeline.swap(state)
+    pipeline.sink.count("catalog_reloads")
+    logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
+    return True
 
 
 class CatalogWatcher:
     """A daemon thread that reloads the catalog when its file's mtime or size changes."""
 
-    def __init__(self, processor: AgentEvalSpanProcessor, path: PathLike, interval_s: float = 5.0) -> None:
+    def __init__(self, processor: Any, path: PathLike, interval_s: float = 5.0) -> None:
         self.processor, self.path, self.interval_s = processor, os.fspath(path), interval_s
         self._stop = threading.Event()
         self._seen = self._stamp()
@@ -62,11 +84,11 @@ class CatalogWatcher:
                 logger.exception("otel-agent-eval: catalog watch failed; will look again")
 
 
-def watch_catalog(processor: AgentEvalSpanProcessor, path: PathLike, interval_s: float = 5.0) -> CatalogWatcher:
+def watch_catalog(processor: Any, path: PathLike, interval_s: float = 5.0) -> CatalogWatcher:
     return CatalogWatcher(processor, path, interval_s).start()
 
 
-def reload_on_sighup(processor: AgentEvalSpanProcessor, path: PathLike | None = None) -> bool:
+def reload_on_sighup(processor: Any, path: PathLike | None = None) -> bool:
     """Reload the catalog on SIGHUP (chaining any previous handler). Only the main thread can set it."""
     if not hasattr(signal, "SIGHUP") or threading.current_thread() is not threading.main_thread():
         logger.warning("otel-agent-eval: SIGHUP reload needs the main thread on a POSIX system; not installed")

@@ -1,0 +1,334 @@
+"""The evaluation core: finished spans in; scored calls, evaluated runs and the spans to pass on out.
+
+Every entry point runs this one class: the span processor (on its hand-off thread), the
+zero-code exporter (on the batch it is about to export), and the offline tools. It holds
+no threads and does no I/O; one caller at a time (the adapters serialise), so its state
+needs no locks. What it produces goes to a `Sink` (the Prometheus accumulators, or
+nothing) and back to the caller as the list of spans to forward, tool spans and run roots
+as enriched copies, in order.
+
+    >>> pipeline = Pipeline(load_catalog(), sink=metrics)
+    >>> pipeline.agent_started(agent_span, "support_agent")   # optional: from on_start
+    >>> forward = pipeline.ended(tool_span)                    # [enriched copy]
+    >>> forward = pipeline.ended(agent_span)                   # [enriched root]
+
+Without `agent_started` hints (the exporter sees only ended spans), a tool span whose
+agent is not known yet waits in its trace until an agent span containing it, or the
+trace's local root, ends: the same agent, task and scores as with the hints, later.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from ..config.catalog import AttributeMapping, Catalog
+from . import conventions as c
+from .enrich import Enricher, enrich_run
+from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
+                        llm_call_of, read_tool_call)
+from .redact import Redactor
+from .run_eval import RunEvaluator
+from .runs import AgentRun, ClosedRun, Pending, RunTracker
+from .scoring import CallScore, Scorer
+
+logger = logging.getLogger(__name__)
+
+KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND)
+
+
+class Sink(Protocol):
+    """Where results go (the Prometheus accumulators implement it)."""
+
+    def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None: ...
+    def record_run(self, run: AgentRun) -> None: ...
+    def count(self, name: str, n: int = 1) -> None: ...
+    def span_ignored(self) -> None: ...
+    def catalog_changed(self, catalog: Catalog) -> None: ...
+
+
+class NoSink:
+    """Results kept nowhere (offline use, or `registry=None`)."""
+
+    def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
+        pass
+
+    def record_run(self, run: AgentRun) -> None:
+        pass
+
+    def count(self, name: str, n: int = 1) -> None:
+        pass
+
+    def span_ignored(self) -> None:
+        pass
+
+    def catalog_changed(self, catalog: Catalog) -> None:
+        pass
+
+
+class CatalogState(NamedTuple):
+    """Everything derived from the catalog, swapped as one reference on reload."""
+
+    catalog: Catalog
+    scorer: Scorer
+    evaluator: RunEvaluator
+    custom: _Convention | None
+    defer_unrouted: bool
+
+
+class Failures:
+    """Log each kind of failure once, count every one: the host app must never see them."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self._logged: set[tuple[str, type]] = set()
+
+    def __call__(self, stage: str, exc: BaseException, counter: str = "internal_errors") -> None:
+        try:
+            self.sink.count(counter)
+            key = (stage, type(exc))
+            if key not in self._logged:
+                self._logged.add(key)
+                logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted",
+                             stage, type(exc).__name__, exc, type(exc).__name__, exc_info=exc)
+        except Exception:  # noqa: BLE001 - the error path itself must not raise
+            pass
+
+    def once(self, key: str, message: str, *args: Any) -> None:
+        if (key, type(None)) not in self._logged:
+            self._logged.add((key, type(None)))
+            logger.warning(message, *args)
+
+
+class Pipeline:
+    """Scores tool calls and agent runs from finished spans; returns the spans to forward.
+
+    `enrich` adds `agent_eval.*` attributes and evaluation events to the copies; `redactor`
+    masks what must not leave the process. `on_call(record, score)` and `on_run(run)` are
+    the user's callbacks (their exceptions are counted, never raised). `sees_starts` says
+    whether `agent_started` hints will come; without them every tool span with an unknown
+    agent waits for its run.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        profile: str | None = None,
+        environment: str | None = None,
+        attribute_mapping: AttributeMapping | None = None,
+        run_validator: Callable[[AgentRun], bool] | None = None,
+        sink: Sink | None = None,
+        enrich: bool = True,
+        redactor: Redactor | None = None,
+        on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
+        on_run: Callable[[AgentRun], None] | None = None,
+        max_open_traces: int = 10_000,
+        max_calls_per_run: int = 1_000,
+        run_ttl_s: float = 600.0,
+        sees_starts: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._options = dict(profile=profile, environment=environment, attribute_mapping=attribute_mapping,
+                             run_validator=run_validator)
+        self.state = self.build_state(catalog)
+        self.sink: Sink = sink if sink is not None else NoSink()
+        self.failed = Failures(self.sink)
+        self.on_call = on_call
+        self.on_run = on_run
+        self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s,
+                               clock=clock)
+        self.enricher = Enricher(scores=enrich, redactor=redactor) if enrich or redactor is not None else None
+        self._defer_all = not sees_starts
+
+    # -- the catalog -----------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.state.catalog
+
+    @property
+    def scorer(self) -> Scorer:
+        return self.state.scorer
+
+    def build_state(self, catalog: Catalog) -> CatalogState:
+        """Everything the catalog decides, built before it is swapped in (raises on a bad catalog)."""
+        o = self._options
+        mapping = o["attribute_mapping"] or catalog.attribute_mapping
+        return CatalogState(
+            catalog=catalog,
+            scorer=Scorer(catalog, profile=o["profile"], environment=o["environment"]),
+            evaluator=RunEvaluator(catalog, validator=o["run_validator"]),
+            custom=custom_convention(mapping) if mapping else None,
+            defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
+        )
+
+    def swap(self, state: CatalogState) -> None:
+        self.state = state
+        self.sink.catalog_changed(state.catalog)
+
+    def is_typed(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether a span may matter by its own attributes (a kind key, or the custom tool-name key)."""
+        custom = self.state.custom
+        return (KIND_KEYS[0] in attrs or KIND_KEYS[1] in attrs or KIND_KEYS[2] in attrs
+                or (custom is not None and custom.tool_name[0] in attrs))
+
+    # -- spans -----------------------------------------------------------------------
+
+    def agent_started(self, span: Any, name: str) -> list[ReadableSpan]:
+        """An agent span started (a hint from `on_start`); returns spans of runs the bounds closed meanwhile."""
+        try:
+            context = span.context
+            self.runs.agent_started(context.trace_id, context.span_id, name, span.start_time)
+        except Exception as exc:  # noqa: BLE001 - never break the host app
+            self.failed("on_start", exc)
+        return self._release_closed_early() if self.runs.closed_early_waiting else []
+
+    def ended(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> list[ReadableSpan]:
+        """Everything one finished span does; returns the spans to forward now (never raises)."""
+        forward: list[ReadableSpan] = [span]
+        try:
+            if attrs is None:
+                attrs = attribute_dict(span)
+            convention = convention_of(attrs, self.state.custom)
+            if convention is not None:
+                forward = self._tool_span(span, attrs, convention)
+            else:
+                self.sink.span_ignored()
+                forward = self._other_span(span, attrs)
+        except Exception as exc:  # noqa: BLE001 - never break the host app
+            self.failed("on_end", exc)
+        if self.runs.closed_early_waiting:  # runs the bounds closed while handling this span
+            forward = self._release_closed_early() + forward
+        return forward
+
+    def close_all(self) -> list[ReadableSpan]:
+        """Close every open run (shutdown): evaluate them and return their held-back spans."""
+        released: list[ReadableSpan] = []
+        try:
+            for closed in self.runs.close_all():
+                released += self._finish_run(closed, [])
+        except Exception as exc:  # noqa: BLE001
+            self.failed("close runs", exc)
+        return released
+
+    def _release_closed_early(self) -> list[ReadableSpan]:
+        released: list[ReadableSpan] = []
+        try:
+            for item in self.runs.drain_closed_early():
+                released += self._finish_run(item, [])
+        except Exception as exc:  # noqa: BLE001
+            self.failed("close runs early", exc)
+        return released
+
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention) -> list[ReadableSpan]:
+        record = read_tool_call(span, attrs, convention)
+        parent = span.parent
+        local_child = parent is not None and not parent.is_remote
+        if record.agent is None:
+            record.agent = self.runs.agent_of(record.trace_id)
+            if (record.agent is None and local_child and (self._defer_all or self.state.defer_unrouted)
+                    and self.runs.defer(record.trace_id, Pending(span, attrs, record))):
+                return []  # forwarded when its agent is known (at the latest when the trace's root ends)
+        score = self.score(span, attrs, record)
+        self.runs.add_call(record.trace_id, record, score)
+        out = [self._enriched(span, attrs, record, score)]
+        if local_child:  # a tool span closes a run only as a root
+            return out
+        return self._close_runs(span, attrs, out)
+
+    def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
+        llm = llm_call_of(attrs)
+        if llm is not None:
+            self.runs.add_llm(span.context.trace_id, llm._replace(span_id=span.context.span_id, start_ns=span.start_time))
+        return self._close_runs(span, attrs, [span])
+
+    def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], out: list[ReadableSpan]) -> list[ReadableSpan]:
+        closed = self.runs.span_ended(span, agent_name_of(attrs, span.name))
+        if not closed:
+            return out
+        released: list[ReadableSpan] = []
+        for item in closed:
+            try:
+                released += self._finish_run(item, out)
+            except Exception as exc:  # noqa: BLE001 - the run is lost, its held-back spans are not
+                self.failed("finish run", exc)
+                released += [p.span for p in item.pending if all(p.span is not r for r in released)]
+        return released + out
+
+    def _enriched(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord, score: CallScore) -> ReadableSpan:
+        if self.enricher is None:
+            return span
+        try:
+            return self.enricher.enrich(span, attrs, score, record.agent)
+        except Exception as exc:  # noqa: BLE001
+            self.failed("enrich", exc, "enrichments_dropped")
+            return span
+
+    def score(self, span: ReadableSpan, attrs: Mapping[str, Any], record: ToolCallRecord) -> CallScore:
+        """Route and score one tool call, account it in the sink and tell `on_call`."""
+        record.arguments  # parsed here, off the app's thread, so unreadable arguments are counted too
+        if record.problems:
+            self.sink.count("malformed_tool_spans")
+            self.failed.once("malformed", "otel-agent-eval: tool span %.200r has unreadable values: %.500s (logged once; "
+                             "see agent_eval_processor_malformed_tool_spans_total)", record.name, "; ".join(record.problems))
+        scorer = self.state.scorer
+        resource = getattr(span.resource, "attributes", None) if scorer.uses_resource else None
+        score = scorer.score(record, scorer.route(record.agent, attrs, resource))
+        self.sink.record(score, record.agent, record.trace_id)
+        if self.on_call is not None:
+            try:
+                self.on_call(record, score)
+            except Exception as exc:  # noqa: BLE001
+                self.failed("on_call callback", exc)
+        return score
+
+    def _finish_run(self, closed: ClosedRun, out: list[ReadableSpan]) -> list[ReadableSpan]:
+        """Score the run's held-back calls, evaluate it, record it; enrich its root if it is in `out`.
+
+        Returns the held-back spans to forward: all of them, whatever fails on the way.
+        """
+        run, released = closed.run, []
+        if closed.pending:
+            self.sink.count("deferred_calls_released", len(closed.pending))
+        for pending in closed.pending:
+            try:
+                pending.record.agent = pending.record.agent or run.agent
+                score = self.score(pending.span, pending.attrs, pending.record)
+                run.tool_calls.append(pending.record)
+                run.scores.append(score)
+                released.append(self._enriched(pending.span, pending.attrs, pending.record, score))
+            except Exception as exc:  # noqa: BLE001 - the score is lost, the span is not
+                self.failed("score held-back call", exc)
+                released.append(pending.span)
+        try:
+            self._evaluate_run(run, closed.root, out)
+        except Exception as exc:  # noqa: BLE001
+            self.failed("evaluate run", exc)
+        return released
+
+    def _evaluate_run(self, run: AgentRun, root: ReadableSpan | None, out: list[ReadableSpan]) -> None:
+        order = sorted(range(len(run.tool_calls)), key=lambda i: run.tool_calls[i].start_ns or 0)
+        run.tool_calls = [run.tool_calls[i] for i in order]
+        run.scores = [run.scores[i] for i in order]
+        state = self.state
+        route = state.scorer.route(run.agent, run.root_attributes)
+        run.task = route.name if route else ""
+        run.expected_tools = route.expected_tools if route else ()
+        run.evaluation = state.evaluator.evaluate(run, route)
+        self.sink.record_run(run)
+        if self.on_run is not None:
+            try:
+                self.on_run(run)
+            except Exception as exc:  # noqa: BLE001
+                self.failed("on_run callback", exc)
+        if self.enricher is not None and self.enricher.scores and root is not None:
+            for i, span in enumerate(out):
+                if span.context.span_id == root.context.span_id:
+                    try:
+                        out[i] = enrich_run(span, run, state.scorer.health_pass, self.enricher.redactor)
+                    except Exception as exc:  # noqa: BLE001
+                        self.failed("enrich run", exc, "enrichments_dropped")

@@ -1,0 +1,99 @@
+"""Every metric this project exposes, in one table: name, type, HELP text, labels and buckets.
+
+The in-process collector, the multiprocess mirror, the demo's read-back and the docs all
+spell a metric from here, so a name or a HELP text changes in one place. Counter names are
+given without `_total`, as prometheus-client's families expect.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S
+
+TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
+OTHER = "_other_"  # label value that absorbs names past the cardinality caps
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
+CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
+HEALTH_BUCKETS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, math.inf)
+QUANTILES = (0.5, 0.95, 0.99)
+DIMENSIONS = ("efficiency", "cost", "latency", "complexity")
+
+
+class Spec(NamedTuple):
+    name: str
+    kind: str  # counter, histogram, summary, gauge
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def sample(self) -> str:
+        """The name of the sample a reader looks for (`_total` on counters)."""
+        return self.name + "_total" if self.kind == "counter" else self.name
+
+
+_RUN = (AGENT, "task")
+
+# Per tool call, labelled by tool and agent.
+TOOL_CALLS = Spec("agent_eval_tool_calls", "counter", "Tool calls by outcome and verdict against the environment's thresholds.",
+                  (TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool"))
+TOOL_COST = Spec("agent_eval_tool_cost_usd", "counter", "Catalog cost of the tool calls made, in USD.", (TOOL, AGENT))
+TOOL_EXCESS_COST = Spec("agent_eval_tool_excess_cost_usd", "counter",
+                        "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.", (TOOL, AGENT, "optimal_tool"))
+TOOL_EXCESS_LATENCY = Spec("agent_eval_tool_excess_latency_seconds", "counter",
+                           "Observed duration beyond the optimal tool's expected latency.", (TOOL, AGENT))
+TOOL_SLO_VIOLATIONS = Spec("agent_eval_tool_slo_violations", "counter", "Tool calls slower than the tool's catalog latency SLO.", (TOOL, AGENT))
+TOOL_EFFICIENCY = Spec("agent_eval_tool_efficiency_score", "histogram",
+                       "Per-call efficiency score and its cost, latency and complexity components (0-1).",
+                       (TOOL, AGENT, "profile", "dimension"), SCORE_BUCKETS)
+TOOL_DURATION = Spec("gen_ai_execute_tool_duration_seconds", "histogram", "Duration of tool executions (GenAI semantic conventions).",
+                     (TOOL, AGENT, "error_type"), DURATION_BUCKETS_S)
+TOOL_LATENCY = Spec("agent_eval_tool_latency_seconds", "summary", "Tool call duration; quantiles over the last {window:g} s.", (TOOL, AGENT))
+
+# Per agent run, labelled by agent and task.
+RUNS = Spec("agent_eval_runs", "counter", "Agent runs by outcome (completed: root OK, tool errors recovered, validator passed).",
+            (*_RUN, "outcome"))
+RUN_DURATION = Spec("agent_eval_run_duration_seconds", "histogram", "Duration of agent runs.", _RUN, DURATION_BUCKETS_S)
+RUN_COST = Spec("agent_eval_run_cost_usd", "histogram", "Cost of agent runs: catalog tool costs plus priced LLM tokens, in USD.",
+                _RUN, COST_BUCKETS_USD)
+RUN_TOOL_CALLS = Spec("agent_eval_run_tool_calls", "histogram", "Tool calls per agent run.", _RUN, CALL_COUNT_BUCKETS)
+RUN_CORRECTNESS = Spec("agent_eval_tool_correctness_score", "histogram",
+                       "Tool correctness of runs against the task's expected tools (deepeval semantics, 0-1).", _RUN, SCORE_BUCKETS)
+RUN_HEALTH = Spec("agent_eval_run_health_score", "histogram", "Run health score, 0-100 (completion, tool accuracy, latency, cost).",
+                  _RUN, HEALTH_BUCKETS)
+RUN_REDUNDANT = Spec("agent_eval_redundant_tool_calls", "counter", "Repeated calls of a tool with the same arguments within a run.",
+                     (*_RUN, TOOL))
+RUN_SPURIOUS = Spec("agent_eval_spurious_tool_calls", "counter", "Calls of tools outside the task's expected and acceptable tools.",
+                    (*_RUN, TOOL))
+RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN)
+# The run histograms, by the field of the accumulator that feeds each.
+RUN_HISTOGRAMS = {"duration": RUN_DURATION, "cost": RUN_COST, "calls": RUN_TOOL_CALLS, "correctness": RUN_CORRECTNESS,
+                  "health": RUN_HEALTH}
+
+# Figures from the catalog, so alerts and dashboards can compare against them.
+TOOL_EXPECTED_LATENCY = Spec("agent_eval_tool_expected_latency_seconds", "gauge", "Expected latency of each tool, from the catalog.", (TOOL,))
+TOOL_LATENCY_SLO = Spec("agent_eval_tool_latency_slo_seconds", "gauge", "Latency SLO of each tool, from the catalog.", (TOOL,))
+TOOL_COST_PER_CALL = Spec("agent_eval_tool_cost_per_call_usd", "gauge", "Cost of one call of each tool, from the catalog.", (TOOL,))
+EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficiency score thresholds per environment, from the catalog.",
+                            ("environment", "level"))
+
+# Self-metrics: how the processor itself is doing (agent_eval_processor_<name>_total).
+SELF_PREFIX = "agent_eval_processor_"
+SELF_COUNTERS = {
+    "spans_seen": "Spans the processor received.",
+    "spans_scored": "Tool-call spans scored.",
+    "spans_ignored": "Spans that are no tool call.",
+    "malformed_tool_spans": "Tool-call spans with values that could not be read (see the log).",
+    "enrichments_dropped": "Tool spans forwarded without scores because enriching them failed.",
+    "forward_errors": "Exceptions raised by the forwarded span processor.",
+    "internal_errors": "Exceptions caught inside the processor (see the log).",
+    "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
+    "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
+    "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
+    "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
+    "catalog_reloads": "Catalogs swapped in by a reload.",
+    "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
+}
+RUNS_CLOSED_EARLY = Spec(SELF_PREFIX + "runs_closed_early", "counter",
+                         "Runs closed before their root span ended, by reason (ttl, capacity, shutdown).", ("reason",))

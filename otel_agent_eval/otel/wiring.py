@@ -1,0 +1,139 @@
+"""One wiring for every entry point: settings (+ explicit overrides) into a pipeline, its metrics,
+its /metrics endpoint and its catalog reloaders.
+
+`install()`, the zero-code exporter and `AgentEvalSpanProcessor` all build through here, so a
+setting means the same wherever it is given.
+
+    >>> options = resolve(Settings.from_env(), catalog="catalog.yaml")
+    >>> pipeline, metrics = build_pipeline(**options, registry=REGISTRY)
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry
+
+from ..config.catalog import AttributeMapping, Catalog, CatalogError, PathLike, load_catalog
+from ..config.settings import Settings
+from ..core.pipeline import Pipeline
+from ..core.recognize import ToolCallRecord
+from ..core.redact import Redactor
+from ..core.runs import AgentRun
+from ..core.scoring import CallScore
+from ..metrics.collector import EvalMetrics, serve
+from ..metrics.multiprocess import multiprocess_dir, multiprocess_registry
+from .reload import reload_on_sighup, watch_catalog
+
+logger = logging.getLogger(__name__)
+
+
+class Owner(Protocol):
+    """What the endpoint and the reloaders attach to: a processor or the exporter."""
+
+    pipeline: Pipeline
+    metrics: EvalMetrics
+    metrics_address: tuple[str, int] | None
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None: ...
+
+
+def build_pipeline(
+    catalog: Catalog | PathLike | None = None,
+    *,
+    registry: CollectorRegistry | None,
+    profile: str | None = None,
+    environment: str | None = None,
+    enrich: bool = True,
+    attribute_mapping: AttributeMapping | None = None,
+    window_s: float = 300.0,
+    max_unknown_tools: int = 20,
+    max_agents: int = 100,
+    max_open_traces: int = 10_000,
+    max_calls_per_run: int = 1_000,
+    run_ttl_s: float = 600.0,
+    on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
+    on_run: Callable[[AgentRun], None] | None = None,
+    run_validator: Callable[[AgentRun], bool] | None = None,
+    redact_keys: str | None = None,
+    drop_tool_io: bool = False,
+    sees_starts: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Pipeline, EvalMetrics]:
+    """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None)."""
+    loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
+                          max_agents=max_agents)
+    redactor = Redactor(redact_keys, drop_tool_io) if redact_keys or drop_tool_io else None
+    pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
+                        run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
+                        on_run=on_run, max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run,
+                        run_ttl_s=run_ttl_s, sees_starts=sees_starts, clock=clock)
+    metrics.closed_early = pipeline.runs.closed_early
+    return pipeline, metrics
+
+
+def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **explicit: Any) -> dict[str, Any]:
+    """`build_pipeline` arguments from settings; explicit arguments win. A catalog passed here must be
+    valid (`CatalogError`); one named only by the environment falls back to the packaged default."""
+    loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog) if catalog is not None else _catalog_from_env(settings)
+    options: dict[str, Any] = dict(
+        catalog=loaded,
+        profile=_known(settings.profile, loaded.profiles, "OTEL_AGENT_EVAL_PROFILE"),
+        environment=_known(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
+        enrich=settings.enrich, window_s=settings.window_seconds, max_unknown_tools=settings.max_unknown_tools,
+        max_agents=settings.max_agents, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
+    )
+    options.update(explicit)
+    return options
+
+
+def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None = None) -> None:
+    """Serve /metrics and start catalog reloading for `owner`, as the settings ask."""
+    if settings.metrics_enabled and owner.metrics.registry is not None:
+        registry = multiprocess_registry(owner.metrics) if multiprocess_dir() else owner.metrics.registry
+        start_metrics_endpoint(owner, registry, settings)
+    path = catalog if catalog is not None and not isinstance(catalog, Catalog) else settings.catalog
+    if settings.catalog_poll_seconds > 0 and path is not None:
+        watch_catalog(owner, path, settings.catalog_poll_seconds)
+    if settings.reload_on_sighup:
+        reload_on_sighup(owner, path)
+
+
+def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: Settings) -> None:
+    """Serve /metrics for `owner`; a busy port is logged, never raised."""
+    try:
+        server, thread = serve(registry, port=settings.metrics_port, addr=settings.metrics_addr)
+    except OSError as exc:
+        logger.error("otel-agent-eval: cannot serve metrics on %s:%s (%s); scoring goes on without the endpoint",
+                     settings.metrics_addr, settings.metrics_port, exc)
+        return
+    owner.metrics_address = server.server_address[:2]
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    owner.close_on_shutdown(stop)
+    logger.info("otel-agent-eval: metrics on http://%s:%s/metrics", *owner.metrics_address)
+
+
+def _catalog_from_env(settings: Settings) -> Catalog:
+    if settings.catalog is None:
+        return load_catalog()
+    try:
+        return load_catalog(settings.catalog)
+    except CatalogError as exc:
+        logger.error("otel-agent-eval: OTEL_AGENT_EVAL_CATALOG: %s; using the packaged default catalog instead", exc)
+        return load_catalog()
+
+
+def _known(name: str | None, known: Any, variable: str) -> str | None:
+    if name is None or name in known:
+        return name
+    logger.warning("otel-agent-eval: %s=%r is not in the catalog (known: %s); using the catalog's default",
+                   variable, name, ", ".join(known))
+    return None

@@ -1,0 +1,195 @@
+"""One pipeline: the span processor, the zero-code exporter and the offline metrics agree exactly.
+
+The same live spans (real SDK, one TracerProvider) reach an `AgentEvalSpanProcessor` and an
+`AgentEvalSpanExporter` behind a `BatchSpanProcessor`. Random traces of every supported
+convention, agent runs, plain roots and roots that are tool spans themselves must come out
+with identical scores, identical redaction and every tool span enriched exactly once in
+both; each call's score equals what the offline deepeval metric gives it.
+"""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+from deepeval.test_case import LLMTestCase, ToolCall
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
+from prometheus_client import CollectorRegistry
+
+from otel_agent_eval import AgentEvalSpanExporter, AgentEvalSpanProcessor, ToolEfficiencyMetric, load_catalog
+from otel_agent_eval.config.settings import Settings
+
+SECRET = "hunter2-SECRET"
+REDACT = "password|token|secret|api_key"
+CATALOG = load_catalog()
+TOOLS = [*CATALOG.tools, "mystery_tool"]
+AGENTS = ["support_agent", "math_agent", "analytics_bot", "forecaster", "unrouted_agent"]
+CONVENTIONS = ("genai", "openinference", "openllmetry")
+
+
+def agent_attributes(convention: str, agent: str) -> dict[str, Any]:
+    if convention == "genai":
+        return {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
+    if convention == "openinference":
+        return {"openinference.span.kind": "AGENT", "agent.name": agent}
+    return {"traceloop.span.kind": "agent", "gen_ai.agent.name": agent}
+
+
+def tool_attributes(convention: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(arguments)
+    if convention == "genai":
+        return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.arguments": text,
+                "gen_ai.tool.call.result": json.dumps({"answer": "ok", "token": SECRET})}
+    if convention == "openinference":
+        return {"openinference.span.kind": "TOOL", "tool.name": tool, "input.value": text, "output.value": "ok"}
+    return {"traceloop.span.kind": "tool", "gen_ai.tool.name": tool, "traceloop.entity.input": text}
+
+
+call = st.fixed_dictionaries({
+    "tool": st.sampled_from(TOOLS),
+    "convention": st.sampled_from(CONVENTIONS),
+    "query": st.sampled_from(["return policy", "2+2", "orders in May"]),
+    "error": st.booleans(),
+    "duration_ms": st.integers(1, 5_000),
+})
+trace_shape = st.fixed_dictionaries({
+    "root": st.sampled_from(["agent", "plain", "tool"]),
+    "convention": st.sampled_from(CONVENTIONS),
+    "agent": st.sampled_from(AGENTS),
+    "calls": st.lists(call, min_size=1, max_size=5),
+    "llm_tokens": st.one_of(st.none(), st.tuples(st.integers(1, 5_000), st.integers(1, 2_000))),
+    "failed": st.booleans(),
+})
+
+
+class Both:
+    """One provider, both entry points on it: the processor (forwarding to memory) and the exporter."""
+
+    def __init__(self, queue: int = 2_048) -> None:
+        self.processed, self.exported = InMemorySpanExporter(), InMemorySpanExporter()
+        self.processor = AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=SimpleSpanProcessor(self.processed),
+                                                redact_keys=REDACT)
+        self.exporter = AgentEvalSpanExporter(self.exported, registry=CollectorRegistry(),
+                                              settings=Settings(metrics_enabled=False, redact_keys=REDACT))
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(self.processor)
+        self.provider.add_span_processor(BatchSpanProcessor(self.exporter, max_queue_size=queue, schedule_delay_millis=10))
+        self.tracer = self.provider.get_tracer("test")
+        self.clock = 1_000_000_000_000
+
+    def tick(self, ms: int) -> int:
+        self.clock += ms * 1_000_000
+        return self.clock
+
+    def emit(self, shape: dict[str, Any], secret_everywhere: bool = True) -> int:
+        """One trace; returns the number of tool spans in it."""
+        tracer, conv = self.tracer, shape["convention"]
+        calls = shape["calls"]
+        if shape["root"] == "tool":  # a tool span with no parent: a run of one call
+            c = calls[0]
+            args = {"query": c["query"], "api_key": SECRET}
+            span = tracer.start_span(f"execute_tool {c['tool']}", start_time=self.tick(1),
+                                     attributes=tool_attributes(c["convention"], c["tool"], args))
+            span.end(end_time=self.tick(c["duration_ms"]))
+            return 1
+        attrs = agent_attributes(conv, shape["agent"]) if shape["root"] == "agent" else {"http.route": "/chat"}
+        attrs["app.api_key"] = SECRET
+        root = tracer.start_span(f"invoke_agent {shape['agent']}" if shape["root"] == "agent" else "POST /chat",
+                                 start_time=self.tick(1), attributes=attrs)
+        context = set_span_in_context(root)
+        if shape["llm_tokens"]:
+            llm = tracer.start_span("chat gpt-4o-mini", context=context, start_time=self.tick(1), attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.usage.input_tokens": shape["llm_tokens"][0], "gen_ai.usage.output_tokens": shape["llm_tokens"][1]})
+            llm.end(end_time=self.tick(300))
+        for c in calls:
+            args = {"query": c["query"], "api_key": SECRET}
+            span = tracer.start_span(f"execute_tool {c['tool']}", context=context, start_time=self.tick(1),
+                                     attributes=tool_attributes(c["convention"], c["tool"], args))
+            if c["error"]:
+                span.set_status(Status(StatusCode.ERROR, "boom"))
+            span.end(end_time=self.tick(c["duration_ms"]))
+        if shape["failed"]:
+            root.set_status(Status(StatusCode.ERROR, "failed"))
+        root.end(end_time=self.tick(5))
+        return len(calls)
+
+    def finish(self) -> tuple[list[Any], list[Any]]:
+        self.provider.force_flush()
+        self.provider.shutdown()
+        return list(self.processed.get_finished_spans()), list(self.exported.get_finished_spans())
+
+
+def by_span_id(spans: list[Any]) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for span in spans:
+        assert span.context.span_id not in out, f"{span.name} forwarded twice"
+        out[span.context.span_id] = span
+    return out
+
+
+def view(span: Any) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    return dict(span.attributes), [(e.name, dict(e.attributes)) for e in span.events]
+
+
+def series(registry: CollectorRegistry, prefixes: tuple[str, ...]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in registry.collect() for s in m.samples
+            if s.name.startswith(prefixes)}
+
+
+SCORED_FAMILIES = ("agent_eval_tool_", "gen_ai_execute_tool_duration", "agent_eval_run", "agent_eval_redundant",
+                   "agent_eval_spurious", "agent_eval_processor_spans_scored", "agent_eval_processor_spans_seen")
+
+
+def assert_identical(both: Both, tool_spans: int) -> None:
+    processed, exported = both.finish()
+    mine, theirs = by_span_id(processed), by_span_id(exported)
+    assert mine.keys() == theirs.keys()  # every span forwarded once by each
+    enriched = [sid for sid, span in mine.items() if "agent_eval.efficiency_score" in span.attributes]
+    assert len(enriched) == tool_spans
+    for span_id, span in mine.items():
+        assert view(span) == view(theirs[span_id]), span.name
+        text = json.dumps(view(span), default=str)
+        assert SECRET not in text, f"secret left in {span.name}: {text}"
+    assert series(both.processor.metrics.registry, SCORED_FAMILIES) == series(both.exporter.metrics.registry, SCORED_FAMILIES)
+    # Offline, the deepeval metric for the same task gives every routed call the same number.
+    metrics: dict[str, ToolEfficiencyMetric] = {}
+    for span_id in enriched:
+        attrs = mine[span_id].attributes
+        task = attrs["agent_eval.task"]
+        if not task:
+            continue
+        metric = metrics.setdefault(task, ToolEfficiencyMetric.from_catalog(CATALOG, task=task))
+        name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
+        metric.measure(LLMTestCase(input="q", actual_output="a", tools_called=[ToolCall(name=name)]))
+        assert (metric.score, metric.reason) == (attrs["agent_eval.efficiency_score"], attrs["agent_eval.reason"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces=st.lists(trace_shape, min_size=1, max_size=12))
+def test_processor_exporter_and_offline_metrics_agree_on_random_traces(traces):
+    both = Both()
+    tool_spans = sum(both.emit(shape) for shape in traces)
+    assert_identical(both, tool_spans)
+
+
+def test_a_burst_of_20000_spans_is_enriched_exactly_once_in_both():
+    rng = random.Random(9)
+    both = Both(queue=32_768)  # the SDK's own queue must hold the burst; what it drops, nobody can enrich
+    tool_spans = 0
+    while tool_spans < 20_000:
+        calls = [{"tool": rng.choice(TOOLS), "convention": rng.choice(CONVENTIONS), "query": "q", "error": rng.random() < 0.05,
+                  "duration_ms": rng.randint(1, 900)} for _ in range(rng.randint(1, 4))]
+        shape = {"root": rng.choice(["agent", "agent", "plain", "tool"]), "convention": rng.choice(CONVENTIONS),
+                 "agent": rng.choice(AGENTS), "calls": calls, "llm_tokens": (100, 20), "failed": False}
+        tool_spans += both.emit(shape)
+    assert_identical(both, tool_spans)
+    scored = both.exporter.metrics.registry.get_sample_value("agent_eval_processor_spans_scored_total")
+    assert scored == tool_spans and not both.exporter.pipeline.runs.tracked  # nothing left behind
+    assert Counter(s.name.split()[0] for s in both.exported.get_finished_spans())["execute_tool"] == tool_spans
