@@ -66,6 +66,16 @@ class App:
         """Every sample of this name: sorted label pairs -> value."""
         return samples(self.registry, sample_name)
 
+    def drain(self, what: str) -> None:
+        """Hand every span ended so far to `forward_to` now (liveness-bounded).
+
+        `span.end()` only queues a span; our hand-off thread forwards it on its own schedule, so
+        a test that counts what the forwarded processor received drains first.
+        """
+        thread, out = in_thread(self.processor.drain, "processor.drain")
+        join_or_fail([thread], LIVENESS_TIMEOUT_S, f"processor.drain() ({what})")
+        assert "error" not in out, f"processor.drain() raised: {out.get('error')!r}"
+
 
 def samples(registry: CollectorRegistry, sample_name: str) -> dict[tuple[tuple[str, str], ...], float]:
     out: dict[tuple[tuple[str, str], ...], float] = {}
@@ -129,15 +139,23 @@ class CountingExporter(SpanExporter):
 
 
 class HangingExporter(SpanExporter):
-    """An exporter whose `export` blocks until `release()` (a collector that stopped answering)."""
+    """An exporter whose `export` blocks until `release()` (a collector that stopped answering).
+
+    `entered` is set once a caller is inside `export`, after `calls` and `spans` (spans given
+    to `export`, in all) count it.
+    """
 
     def __init__(self) -> None:
         self.entered = threading.Event()
         self._release = threading.Event()
+        self._lock = threading.Lock()
         self.calls = 0
+        self.spans = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
+            self.spans += len(spans)
         self.entered.set()
         self._release.wait()
         return SpanExportResult.FAILURE

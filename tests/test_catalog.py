@@ -93,6 +93,22 @@ BROKEN = [
      "bad.yaml:3: tools.b.aliases: alias 'a' is already the name or an alias of tool 'a'"),
     ("tools: [1\n", "bad.yaml:2: not valid YAML"),
     ("- just\n- a list\n", "bad.yaml: expected a mapping with a `tools:` section at the top"),
+    # issue #12: what YAML reads silently wrong, or what would fail later, is refused here with its line
+    ("tools:\n  search: {cost_usd: .nan, latency_ms: 1, capabilities: [x], complexity: simple}\n",
+     "bad.yaml:2: tools.search.cost_usd: must be a finite number (got .nan)"),
+    (f"tools:\n  search: {TOOL}\n  search: {TOOL}\n",
+     "bad.yaml:3: tools.search: duplicate key (first on line 2); YAML would silently keep only the last one"),
+    (f"tools:\n  search: {TOOL}\n  on: {TOOL}\n",
+     'bad.yaml:3: tools.on: the name on is read by YAML as true/false, not as text; put it in quotes: "on"'),
+    (f"tools:\n  search: {TOOL}\n  extra: " + "[" * 100 + "]" * 100 + "\n",
+     "bad.yaml:3: tools.extra.0.0.0.0.…: nested deeper than 64 levels (MAX_CATALOG_DEPTH)"),
+    ("tools:\n  search: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, description: !!float x}\n",
+     "bad.yaml:2: tools.search.description: cannot be read as a number (got x)"),
+    ("tools:\n  search: &s {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, parameters: {p: *s}}\n",
+     "bad.yaml:2: tools.search.parameters.p: alias *s is used inside the value it names"),
+    ("tools: {s: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, description: *nope}}\n",
+     "bad.yaml:1: tools.s.description: alias *nope names no anchor (&name) above it"),
+    ("tools:\n  s: \x07\n", "bad.yaml:2: not valid YAML: character U+0007 in column 6 is not allowed"),
 ]
 
 
@@ -110,6 +126,20 @@ def test_broken_catalogs_give_one_clear_message(tmp_path, text, message):
 def test_unreadable_file_names_the_file(tmp_path):
     with pytest.raises(CatalogError, match=r"missing\.yaml: cannot read the file"):
         load_catalog(tmp_path / "missing.yaml")
+
+
+def test_a_long_value_is_quoted_short_and_a_long_list_of_names_is_cut():
+    from otel_agent_eval.config.catalog import check_catalog
+
+    tools = "".join(f"  tool_{i}: {TOOL}\n" for i in range(50))
+    with pytest.raises(CatalogError) as caught:
+        parse_catalog(f"tools:\n{tools}  x: {{cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: {'y' * 100_000}}}\n", source="c.yaml")
+    assert str(caught.value).startswith("c.yaml:52: tools.x.complexity: must be one of simple, moderate, advanced (got 'yyyyyy")
+    assert len(str(caught.value)) < 200
+    (unknown,) = check_catalog(f"tools:\n{tools}tasks:\n  t: {{capability: search, optimal_tool: {'z' * 100_000}}}\n", "c.yaml")
+    assert str(unknown).startswith("c.yaml:53: tasks.t.optimal_tool: unknown tool 'zzz")
+    assert str(unknown).endswith("known tools: tool_0, tool_1, tool_2, tool_3, tool_4, tool_5, tool_6, tool_7, tool_8, tool_9, … (40 more)")
+    assert len(str(unknown)) < 250
 
 
 def test_catalog_error_is_a_value_error_with_parts():

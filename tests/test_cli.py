@@ -1,11 +1,19 @@
-"""The command line: catalog show/check/schema, one-line errors with exit code 2."""
+"""The command line: catalog show/check/schema, one-line errors with exit code 2, --version; the packaging
+that puts commands on PATH (the console script, the `instrument` extra for `opentelemetry-instrument`)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from importlib.metadata import entry_points, version
+from pathlib import Path
+
+import pytest
 
 from otel_agent_eval.tools.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_catalog_show_lists_tools_and_tasks(capsys):
@@ -43,9 +51,31 @@ def test_console_script_gives_no_traceback_and_leaves_no_deepeval_folder(tmp_pat
 
 
 def test_the_console_script_entry_point_loads():
-    from importlib.metadata import entry_points
-
     from otel_agent_eval.tools.cli import main as cli_main
 
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "otel-agent-eval"]
     assert script.load() is cli_main
+
+
+def test_version_prints_the_installed_version_and_exits_0(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"otel-agent-eval {version('otel-agent-eval')}\n"
+    run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "--version"], capture_output=True, text=True)
+    assert (run.returncode, run.stdout, run.stderr) == (0, f"otel-agent-eval {version('otel-agent-eval')}\n", "")
+
+
+def test_the_instrument_extra_brings_opentelemetry_instrument_and_the_readme_names_it():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (distro,) = [Requirement(r) for r in extras["instrument"] if Requirement(r).name == "opentelemetry-distro"]
+    assert distro.specifier.contains(version("opentelemetry-distro"), prereleases=True), \
+        f"the installed opentelemetry-distro {version('opentelemetry-distro')} does not satisfy {distro}"
+    assert "opentelemetry-distro" in {Requirement(r).name for r in extras["test"]}, "the zero-code test needs it too"
+    assert [e for e in entry_points(group="console_scripts") if e.name == "opentelemetry-instrument"]
+    readme = (ROOT / "README.md").read_text()
+    zero_code = re.search(r"^### Zero code, under `opentelemetry-instrument`\n(.*?)^#", readme, re.S | re.M).group(1)
+    assert "pip install 'otel-agent-eval[instrument]'" in zero_code

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import CatalogError, install
+from otel_agent_eval import AgentEvalSpanProcessor, CatalogError, install
 from otel_agent_eval.config.settings import ENV_VARS, Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -60,11 +60,22 @@ def test_broken_env_catalog_is_logged_and_the_default_used(tmp_path, monkeypatch
     assert "OTEL_AGENT_EVAL_PROFILE='thrifty' is not in the catalog" in messages
 
 
-def test_explicit_broken_catalog_raises(tmp_path):
+def test_an_explicit_broken_catalog_never_stops_the_app_and_the_fallback_shows(tmp_path, caplog):
     broken = tmp_path / "broken.yaml"
     broken.write_text("tools: 3\n")
-    with pytest.raises(CatalogError):
-        install(broken, tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics=False)
+    registry = CollectorRegistry()
+    with caplog.at_level(logging.ERROR):
+        processor = install(broken, tracer_provider=TracerProvider(), registry=registry, serve_metrics=False)
+    assert "web_search" in processor.catalog.tools  # the packaged catalog scores
+    assert "broken.yaml" in caplog.text and "packaged default catalog" in caplog.text
+    assert registry.get_sample_value("agent_eval_catalog_fallback") == 1.0
+    good = tmp_path / "good.yaml"
+    good.write_text("tools: {calc: {cost_usd: 0, latency_ms: 1, capabilities: [math], complexity: simple}}\n")
+    assert processor.reload_catalog(good)
+    assert registry.get_sample_value("agent_eval_catalog_fallback") == 0.0  # a good reload ends it
+    with pytest.raises(CatalogError):  # the processor itself, built by hand, says so at once
+        AgentEvalSpanProcessor(broken, registry=None)
+    processor.shutdown()
 
 
 def test_busy_metrics_port_is_logged_and_scoring_goes_on(caplog):

@@ -34,6 +34,7 @@ def emit(tracer, tool, duration_s, agent="support_agent", error=None):
 
 
 def scrape(processor, openmetrics=False):
+    processor.force_flush()  # a scrape shows what the processor's thread has scored; flush to see every span just ended
     host, port = processor.metrics_address
     request = urllib.request.Request(f"http://{host}:{port}/metrics")
     if openmetrics:

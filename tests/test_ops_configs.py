@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import importlib
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -486,3 +488,70 @@ def test_ci_installs_prometheus_before_the_tests():
     assert "DEBIAN_FRONTEND=noninteractive" in text
     assert install < text.index("make test")
     subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+def test_make_test_stops_with_one_line_when_prometheus_is_missing(tmp_path):
+    """`make test` without Debian's `prometheus` package: one line naming the package, before the
+    virtualenv or pytest. Run with -n, so nothing (above all not the suite itself) is ever executed."""
+    make = shutil.which("make")
+    assert make, "the README's test command is `make test`"
+
+    def make_test(*present: str) -> subprocess.CompletedProcess[str]:
+        bin_dir = tmp_path / "-".join(present or ("none",))
+        bin_dir.mkdir()
+        for name in present:
+            fake = bin_dir / name
+            fake.write_text("#!/bin/sh\nexit 0\n")
+            fake.chmod(0o755)
+        return subprocess.run([make, "--no-print-directory", "-n", "test"], cwd=ROOT, env={"PATH": str(bin_dir)},
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    for present in ((), ("promtool",), ("prometheus",)):
+        result = make_test(*present)
+        assert result.returncode != 0, present
+        assert result.stdout == "", f"make test went on without promtool and prometheus: {result.stdout}"
+        (line,) = result.stderr.splitlines()
+        assert "make test needs promtool and prometheus" in line
+        assert "apt-get install --no-install-recommends prometheus" in line
+    ready = make_test("promtool", "prometheus")
+    assert ready.returncode == 0, ready.stderr
+    assert "-m pytest" in ready.stdout
+    readme = (ROOT / "README.md").read_text()
+    for section in ("## Quickstart", "## Development"):
+        text = readme.split(section + "\n", 1)[1].split("\n## ", 1)[0]
+        assert "make test" in text and "prometheus" in text and "promtool" in text, f"README {section} does not say what make test needs"
+
+
+def test_the_kit_names_only_python_names_and_settings_that_exist():
+    """The kit once told users to call `otel_agent_eval.prometheus.serve` (a module that moved) after
+    install(), which already holds the port: every dotted name must import, every setting must exist,
+    and the way to expose the endpoint in a container is the main README's OTEL_AGENT_EVAL_METRICS_ADDR."""
+    from otel_agent_eval.config.settings import ENV_VARS
+
+    def resolves(dotted: str) -> bool:
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj: Any = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+        return False
+
+    settings = {var.name for var in ENV_VARS}
+    bad = []
+    for path in sorted(CONFIG_DIR.rglob("*")):
+        if path.suffix not in (".md", ".yml", ".yaml", ".json") or not path.is_file():
+            continue
+        text = path.read_text()
+        bad += [f"{path.relative_to(ROOT)}: {name}" for name in re.findall(r"\botel_agent_eval(?:\.\w+)+", text) if not resolves(name)]
+        bad += [f"{path.relative_to(ROOT)}: {name}" for name in re.findall(r"\bOTEL_AGENT_EVAL_[A-Z_]+", text) if name not in settings]
+    assert not bad, f"names that do not exist: {bad}"
+    (target_down,) = [r for r in rules_of(ALERTING_RULES) if r.get("alert") == "AgentEvalTargetDown"]
+    assert "OTEL_AGENT_EVAL_METRICS_ADDR=0.0.0.0" in target_down["annotations"]["description"]
+    readme = OPS_README.read_text()
+    assert "OTEL_AGENT_EVAL_METRICS_ADDR=0.0.0.0" in readme and "serve(" not in readme

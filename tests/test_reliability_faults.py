@@ -8,8 +8,10 @@ bounds, not performance assertions. What the SDK's own metrics (`otel.sdk.proces
 `otel.sdk.exporter.span.exported`, enabled by OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED) say about
 lost spans is printed next to what our self-metrics say (`pytest -s`).
 
-The hanging-exporter test takes ~30 s: `BatchSpanProcessor.shutdown()` waits 30 s (its default,
-not configurable through `SpanProcessor.shutdown()`) for an export in flight before giving up.
+`BatchSpanProcessor.shutdown()` waits 30 s for an export in flight before giving up (the default of
+`BatchProcessor.shutdown`, not reachable through `SpanProcessor.shutdown()`); the hanging-exporter
+test shuts down a `BatchSpanProcessor` that waits `SHUTDOWN_GRACE_MS` instead (same SDK code path),
+so it takes a couple of seconds, not 30.
 """
 from __future__ import annotations
 
@@ -31,7 +33,10 @@ from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, LIVENESS_TIMEOUT
                                  agent_attrs, closed_port, in_thread, join_or_fail, tool_attrs)
 
 SHUTDOWN_BOUND_S = 60.0  # BatchSpanProcessor gives an export in flight 30 s, then returns
+SHUTDOWN_GRACE_MS = 500  # what ShortGraceBatchSpanProcessor gives it instead
 QUEUE, BATCH = 64, 16  # a small forwarded queue, so that it overflows while the exporter is stuck
+FIRST_TOOLS = 16  # tool calls ended before the exporter hangs: 20 spans, >= BATCH and < QUEUE
+HANDOFF_LIMIT = 8_192  # our hand-off queue, above the hanging-exporter test's 3,620 spans: none is refused
 
 
 class SdkMetrics:
@@ -79,37 +84,83 @@ def _produce_bounded(app: App, n: int, what: str) -> tuple[int, int]:
     return out["result"]
 
 
+def _assert_every_call_accounted(app: App, tools: int, what: str) -> None:
+    """Every tool call ended is scored, or was passed on unscored because the hand-off queue was full, and counted."""
+    app.drain(what)
+    assert app.self_metric("spans_scored") + app.self_metric("tool_calls_unscored") == tools
+
+
 def _shutdown_bounded(app: App, what: str) -> None:
     thread, out = in_thread(app.provider.shutdown, "provider.shutdown")
     join_or_fail([thread], SHUTDOWN_BOUND_S, f"provider.shutdown() ({what})")
     assert "error" not in out, f"provider.shutdown() raised: {out.get('error')!r}"
 
 
+class ShortGraceBatchSpanProcessor(BatchSpanProcessor):
+    """A `BatchSpanProcessor` whose `shutdown()` gives an export in flight SHUTDOWN_GRACE_MS, not 30 s.
+
+    The same SDK code (`BatchProcessor.shutdown`: join the worker within the timeout, give up,
+    shut the exporter down), with the timeout that `SpanProcessor.shutdown()` cannot pass.
+    `shutdown_returned` says it ran to the end (our processor catches and counts what it raises).
+    """
+
+    shutdown_returned = False
+
+    def shutdown(self) -> None:
+        self._batch_processor.shutdown(timeout_millis=SHUTDOWN_GRACE_MS)
+        self.shutdown_returned = True
+
+
 def test_a_hanging_exporter_never_stalls_the_app_nor_the_metrics(monkeypatch):
+    """Spans ended while the exporter hangs are all accounted for by the SDK: in the one batch stuck
+    in export, dropped (queue_full), or queued, exactly.
+
+    Exactly, because nobody pops the SDK's queue while they arrive. `BatchProcessor.emit` counts a
+    drop when it finds the queue full, then `appendleft`s (which evicts the oldest); if the worker
+    pops a batch between the two, the span counted as dropped is kept, and queue_full is one over.
+    So the first spans (fewer than QUEUE: no drop to miscount) make the worker pop its batch and
+    hang in export() with the export lock held; only once it is in there do the rest arrive.
+    """
     sdk = SdkMetrics(monkeypatch)
     exporter = HangingExporter()
-    app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH,
-                                            schedule_delay_millis=20, meter_provider=sdk.provider))
+    forward = ShortGraceBatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH,
+                                           schedule_delay_millis=20, meter_provider=sdk.provider)
+    # Every span goes through our hand-off thread (the only one to call the SDK's emit) and is scored.
+    app = App(forward_to=forward, queue_limit=HANDOFF_LIMIT)
     try:
-        spans, tools = _produce_bounded(app, 2_000, "exporter hanging")
+        spans, tools = _produce_bounded(app, FIRST_TOOLS, "before the exporter hangs")
+        assert BATCH <= spans < QUEUE
+        app.drain("the first spans")
         assert exporter.entered.wait(10), "the exporter was never called"
         assert app.self_metric("spans_scored") == tools  # a scrape: metrics flow while the export is stuck
-        more_spans, more_tools = _produce_bounded(app, 1_000, "exporter still hanging")
-        assert app.self_metric("spans_scored") == tools + more_tools
-        spans += more_spans
+
+        for n in (2_000, 1_000):
+            more_spans, more_tools = _produce_bounded(app, n, "exporter hanging")
+            spans, tools = spans + more_spans, tools + more_tools
+            # Every span scored and handed to the BatchSpanProcessor, the exporter hanging all along. Drained
+            # here, not by the scrape: a scrape waits COLLECT_WAIT_S for the hand-off thread, then serves
+            # the counts as they are (by design), and on a loaded machine that thread can take longer.
+            app.drain("exporter hanging")
+            assert app.self_metric("spans_scored") == tools
 
         processed = sdk.counts("otel.sdk.processor.span.processed")
+        queued = sdk.counts("otel.sdk.processor.span.queue.size")[None]
         ours = app.self_metrics()
         print(f"\nhanging exporter: {spans} spans ended and forwarded; the SDK says {processed[None]:.0f} handed to the "
-              f"exporter, {processed['queue_full']:.0f} dropped (queue_full); ours say forward_errors "
-              f"{ours['forward_errors']:.0f}, enrichments_dropped {ours['enrichments_dropped']:.0f}")
-        # Every forwarded span is handed to the exporter (the one batch stuck in export), dropped, or still queued.
+              f"exporter, {processed['queue_full']:.0f} dropped (queue_full), {queued:.0f} queued; ours say "
+              f"forward_errors {ours['forward_errors']:.0f}, enrichments_dropped {ours['enrichments_dropped']:.0f}")
+        # One batch, counted as it was handed to the exporter, which is stuck with it.
+        assert exporter.calls == 1 and processed[None] == exporter.spans
         assert 1 <= processed[None] <= BATCH
-        assert processed[None] + processed["queue_full"] + QUEUE == spans
+        # Every forwarded span is in that batch, dropped, or still queued (the queue full).
+        assert queued == QUEUE
+        assert processed[None] + processed["queue_full"] + queued == spans
         # Our self-metrics see none of it: the loss is visible only in the SDK's metrics (see the report).
         assert ours["forward_errors"] == 0 and ours["enrichments_dropped"] == 0
 
-        _shutdown_bounded(app, "exporter hanging")
+        _shutdown_bounded(app, "exporter hanging")  # returns although the export never does
+        assert forward.shutdown_returned and exporter.calls == 1
+        assert app.self_metric("forward_errors") == 0
     finally:
         exporter.release()
 
@@ -120,7 +171,7 @@ def test_a_raising_exporter_never_stalls_the_app(monkeypatch):
     app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH,
                                             schedule_delay_millis=20, meter_provider=sdk.provider))
     spans, tools = _produce_bounded(app, 3_000, "exporter raising")
-    assert app.self_metric("spans_scored") == tools
+    _assert_every_call_accounted(app, tools, "exporter raising")
     _shutdown_bounded(app, "exporter raising")
     processed = sdk.counts("otel.sdk.processor.span.processed")
     ours = app.self_metrics()
@@ -144,7 +195,7 @@ def test_an_unreachable_otlp_endpoint_never_stalls_the_app(monkeypatch, protocol
     app = App(forward_to=BatchSpanProcessor(exporter, max_queue_size=256, max_export_batch_size=64,
                                             schedule_delay_millis=20, meter_provider=sdk.provider))
     spans, tools = _produce_bounded(app, 2_000, f"OTLP/{protocol} endpoint down")
-    assert app.self_metric("spans_scored") == tools
+    _assert_every_call_accounted(app, tools, f"OTLP/{protocol} endpoint down")
     _shutdown_bounded(app, f"OTLP/{protocol} endpoint down")
     processed = sdk.counts("otel.sdk.processor.span.processed")
     exported = sdk.counts("otel.sdk.exporter.span.exported")
@@ -172,11 +223,11 @@ def test_a_raising_forwarded_processor_is_counted_and_logged_once(caplog):
     app = App(app_processors=[SimpleSpanProcessor(app_exported)], forward_to=forward)
     with caplog.at_level(logging.ERROR, logger="otel_agent_eval"):
         spans, tools = _produce_bounded(app, 500, "forwarded processor raising")
-        assert app.self_metric("spans_scored") == tools
+        _assert_every_call_accounted(app, tools, "forwarded processor raising")
+        assert forward.calls == spans  # every span was forwarded (the drain above), and each raise counted
+        assert app.self_metric("forward_errors") == spans
+        assert app.self_metric("internal_errors") == 0
         _shutdown_bounded(app, "forwarded processor raising")
-    assert forward.calls == spans
-    assert app.self_metric("forward_errors") == spans
-    assert app.self_metric("internal_errors") == 0
     assert len(app_exported.get_finished_spans()) == spans  # the app's own pipeline is untouched
     logged = [r for r in caplog.records if "forwarded processor broke" in r.getMessage()]
     assert len(logged) == 1, [r.getMessage() for r in logged]

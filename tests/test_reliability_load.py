@@ -136,7 +136,8 @@ def test_eight_threads_and_an_event_loop_count_exactly(background, share):
     ending threads themselves (`background=False`, where the processor's locks are contended) with a tenth."""
     app_exporter, forward_exporter = CountingExporter(), CountingExporter()
     app = App(app_processors=[BatchSpanProcessor(app_exporter, max_queue_size=QUEUE)],
-              forward_to=BatchSpanProcessor(forward_exporter, max_queue_size=QUEUE), background=background)
+              forward_to=BatchSpanProcessor(forward_exporter, max_queue_size=QUEUE), background=background,
+              queue_limit=QUEUE)  # like the SDK's queues here: large enough that nothing is passed on unscored
     start = threading.Barrier(THREADS + 2, timeout=LIVENESS_TIMEOUT_S)  # a producer that never arrives breaks it
     workers = [in_thread(lambda seed=seed: _thread_worker(app.tracer, seed, TOOL_SPANS_PER_THREAD // share, start), f"producer-{seed}")
                for seed in range(THREADS)]
@@ -153,7 +154,8 @@ def test_eight_threads_and_an_event_loop_count_exactly(background, share):
     tools = sum(t.tools for t in tallies)
     assert tools == TOTAL_TOOL_SPANS // share
 
-    calls = app.series("agent_eval_tool_calls_total")  # a scrape: processes whatever is still queued
+    app.processor.force_flush()  # a scrape shows what the processor's thread has done; flush to count it all
+    calls = app.series("agent_eval_tool_calls_total")
     scraped = time.perf_counter() - began
     shutdown, _ = in_thread(app.provider.shutdown, "provider.shutdown")
     join_or_fail([shutdown], LIVENESS_TIMEOUT_S, "provider.shutdown() after the load")

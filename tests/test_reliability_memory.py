@@ -140,7 +140,8 @@ def million_spans_workload() -> dict[str, Any]:
 
 
 HANDOFF_TRACES = 10_000
-HANDOFF_RSS_BOUND_MB = 300.0  # queue_limit (65,536) spans of ~3 KB, plus the run tracking above
+EXACT = 1 << 20  # a queue no test loop fills: what these tests count is exact, not back-pressure
+HANDOFF_RSS_BOUND_MB = 64.0  # queue_limit (2,048) spans of ~3 KB, plus the run tracking above
 
 
 def test_the_hand_off_queue_stays_bounded():
@@ -185,7 +186,9 @@ def hand_off_workload() -> dict[str, Any]:
     assert max_open <= CAP
     assert after - baseline < HANDOFF_RSS_BOUND_MB, f"RSS grew by {after - baseline:.1f} MB (bound {HANDOFF_RSS_BOUND_MB} MB)"
     app.provider.shutdown()
-    assert app.self_metric("spans_scored") == HANDOFF_TRACES * TOOLS_PER_TRACE
+    scored, unscored = app.self_metric("spans_scored"), app.self_metric("tool_calls_unscored")
+    print(f"scored {scored:,.0f}, passed on unscored because the queue was full {unscored:,.0f}")
+    assert scored + unscored == HANDOFF_TRACES * TOOLS_PER_TRACE  # every tool span scored, or counted as not
     assert app.self_metric("internal_errors") == 0
     return {"max_open": max_open, "growth_mb": after - baseline, "seconds": elapsed}
 
@@ -220,7 +223,7 @@ def _retained_mb(work) -> float:
 
 
 def test_held_back_calls_of_evicted_traces_are_released_without_other_traffic():
-    app = App(max_open_traces=CAP)
+    app = App(max_open_traces=CAP, queue_limit=EXACT)  # no span passed on unscored: counts stay exact
     traces = 3_000
 
     def work() -> None:
@@ -240,7 +243,7 @@ def test_held_back_calls_of_evicted_traces_are_released_without_other_traffic():
 
 
 def test_never_ended_agent_spans_without_calls_stay_bounded():
-    app = App(max_open_traces=CAP)
+    app = App(max_open_traces=CAP, queue_limit=EXACT)  # no span passed on unscored: counts stay exact
     traces = 30_000
 
     def work() -> None:

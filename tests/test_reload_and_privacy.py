@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import signal
+import time
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -76,9 +77,22 @@ def test_sighup_reloads(scored):
         assert reload_on_sighup(processor)
         path.write_text(V2)
         os.kill(os.getpid(), signal.SIGHUP)
-        assert "premium" in processor.catalog.tools
+        _until(lambda: "premium" in processor.catalog.tools)  # the reload runs on a thread of its own
+        path.write_text("tools: {broken")  # a broken catalog on SIGHUP: nothing reaches the main thread
+        os.kill(os.getpid(), signal.SIGHUP)
+        _until(lambda: registry.get_sample_value("agent_eval_processor_catalog_reloads_rejected_total") == 1)
+        assert "premium" in processor.catalog.tools  # the last good one keeps scoring
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def _until(condition) -> None:
+    """Wait (bounded) for something another thread does; fails rather than hangs."""
+    for _ in range(500):
+        if condition():
+            return
+        time.sleep(0.01)
+    assert condition()
 
 
 def test_install_wires_reloads_from_the_environment(tmp_path, monkeypatch):

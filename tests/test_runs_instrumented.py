@@ -1,6 +1,9 @@
 """Agent runs from the real instrumentation libraries, and the deepeval interop on them."""
 from __future__ import annotations
 
+import asyncio
+import warnings
+
 import pytest
 from deepeval import assert_test
 from deepeval.metrics import ToolCorrectnessMetric
@@ -42,7 +45,18 @@ def test_run_metrics_find_the_redundant_and_the_spurious_call(captured):
     assert e.tool_cost_usd == pytest.approx(0.003)
 
 
-def test_runs_become_deepeval_test_cases(captured):
+@pytest.fixture
+def deepeval_loop():
+    """deepeval's assert_test runs the metrics on the thread's event loop and, when there is none, creates
+    one that it never closes (a ResourceWarning once the next asyncio.run replaces it): give it one, close it."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+def test_runs_become_deepeval_test_cases(captured, deepeval_loop):
     _, (run,) = captured
     case = run_to_test_case(run)
     assert case.input == instrumented.QUESTION
@@ -53,6 +67,27 @@ def test_runs_become_deepeval_test_cases(captured):
     deepeval_own = ToolCorrectnessMetric(async_mode=False)
     deepeval_own.measure(case)
     assert deepeval_own.score == 1.0
+
+
+def test_runs_become_test_cases_without_deprecated_deepeval_fields(captured, monkeypatch):
+    """deepeval deprecates `additional_metadata` for `metadata` (reading it warns; passing it is still
+    accepted silently, through a pydantic alias: the stand-in below warns for that too)."""
+    import deepeval.test_case
+
+    class Strict(deepeval.test_case.LLMTestCase):
+        def __init__(self, **fields):
+            if "additional_metadata" in fields:
+                warnings.warn("'additional_metadata' is deprecated. Use 'metadata' instead.", DeprecationWarning, stacklevel=2)
+            super().__init__(**fields)
+
+    monkeypatch.setattr(deepeval.test_case, "LLMTestCase", Strict)
+    _, (run,) = captured
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        case = run_to_test_case(run)
+        metadata = case.metadata
+    assert metadata == {"tools_used": ["local_index", "local_index", "web_search"], "agent": "support_agent", "task": "faq",
+                        "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome}
 
 
 def test_failed_runs_from_real_tool_errors():

@@ -39,6 +39,7 @@ OI_KIND_LLM = "LLM"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_PARAMETERS = "tool.parameters"  # the JSON *schema* of the arguments
 OI_TOOL_CALL_ID = "tool_call.id"
+OI_TOOL_CALL_FUNCTION_ARGUMENTS = "tool_call.function.arguments"  # arguments of a tool call an LLM span requested
 OI_INPUT_VALUE = "input.value"
 OI_OUTPUT_VALUE = "output.value"
 OI_AGENT_NAME = "agent.name"

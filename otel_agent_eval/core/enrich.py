@@ -80,18 +80,20 @@ class Enricher:
         if not self.scores:
             merged = dict(attrs)
             self.redactor.apply(merged)
-            return EnrichedSpan(span, merged, span.events)
+            return EnrichedSpan(span, merged, self.redactor.events(span.events))
         static_attrs, event_attrs = self._for(score)
         merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                   EXCESS_LATENCY_S: score.excess_latency_s}
         if agent:
             merged[AGENT] = agent
+        events = span.events
         if self.redactor is not None:
             self.redactor.apply(merged)
+            events = self.redactor.events(events)
         if score.outcome != score.static.outcome:  # an error changes the outcome, not the scores
             event_attrs = {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
         event = Event(c.GEN_AI_EVALUATION_RESULT, event_attrs, span.end_time)
-        return EnrichedSpan(span, merged, (*span.events, event))
+        return EnrichedSpan(span, merged, (*events, event))
 
     def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
         static = score.static
@@ -129,10 +131,21 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
     if e.tool_correctness is not None:
         events.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
                                   f"Expected tools called: {e.tool_correctness:.2f}.", span))
-    attrs = {**(span.attributes or {}), **extra}
-    if redactor is not None:
+    attrs, own = {**(span.attributes or {}), **extra}, span.events
+    if redactor is not None and not isinstance(span, EnrichedSpan):  # a copy of ours is redacted already
         redactor.apply(attrs)
-    return EnrichedSpan(span, attrs, (*span.events, *events))
+        own = redactor.events(own)
+    return EnrichedSpan(span, attrs, (*own, *events))
+
+
+def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
+    """A copy of any span with its attributes and events redacted; on any failure, without them (fail closed)."""
+    try:
+        attrs = dict(span.attributes or {})
+        redactor.apply(attrs)
+        return EnrichedSpan(span, attrs, redactor.events(span.events))
+    except Exception:  # noqa: BLE001 - what cannot be masked does not leave
+        return EnrichedSpan(span, {}, ())
 
 
 def _evaluation(name: str, score: float, passed: bool, explanation: str, span: ReadableSpan) -> Event:

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..config.catalog import AttributeMapping, Catalog
 from . import conventions as c
-from .enrich import Enricher, enrich_run
+from .enrich import EnrichedSpan, Enricher, enrich_run, redacted
 from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
 from .redact import Redactor
@@ -142,6 +142,7 @@ class Pipeline:
         self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s,
                                clock=clock)
         self.enricher = Enricher(scores=enrich, redactor=redactor) if enrich or redactor is not None else None
+        self.redactor = redactor
         self._defer_all = not sees_starts
 
     # -- the catalog -----------------------------------------------------------------
@@ -185,7 +186,7 @@ class Pipeline:
             self.runs.agent_started(context.trace_id, context.span_id, name, span.start_time)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.failed("on_start", exc)
-        return self._release_closed_early() if self.runs.closed_early_waiting else []
+        return self._outgoing(self._release_closed_early()) if self.runs.closed_early_waiting else []
 
     def ended(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> list[ReadableSpan]:
         """Everything one finished span does; returns the spans to forward now (never raises)."""
@@ -203,7 +204,16 @@ class Pipeline:
             self.failed("on_end", exc)
         if self.runs.closed_early_waiting:  # runs the bounds closed while handling this span
             forward = self._release_closed_early() + forward
-        return forward
+        return self._outgoing(forward)
+
+    def outgoing(self, span: ReadableSpan) -> ReadableSpan:
+        """A span about to leave the process: redacted when redaction is on (fail closed), else as it is."""
+        if self.redactor is None or isinstance(span, EnrichedSpan):  # our copies were redacted when built
+            return span
+        return redacted(span, self.redactor)
+
+    def _outgoing(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+        return spans if self.redactor is None else [self.outgoing(s) for s in spans]
 
     def close_all(self) -> list[ReadableSpan]:
         """Close every open run (shutdown): evaluate them and return their held-back spans."""
@@ -213,7 +223,7 @@ class Pipeline:
                 released += self._finish_run(closed, [])
         except Exception as exc:  # noqa: BLE001
             self.failed("close runs", exc)
-        return released
+        return self._outgoing(released)
 
     def _release_closed_early(self) -> list[ReadableSpan]:
         released: list[ReadableSpan] = []

@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config.catalog import Catalog, ModelPrice, TaskRoute
 from .correctness import tool_correctness_score
 from .runs import AgentRun, RunEvaluation
+from .schema_check import compile_check
 
 logger = logging.getLogger(__name__)
 
 HEALTH_WEIGHTS = {"completion": 0.30, "tool_accuracy": 0.25, "hallucination_free": 0.25, "latency": 0.10, "cost": 0.10}
 LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
 COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
+_CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
 _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 
@@ -38,19 +41,17 @@ class RunEvaluator:
         self.catalog = catalog
         self.validator = validator
         self.hallucination = hallucination
-        self._validators: dict[int, Any] = {}
+        self._validators: dict[int, tuple[Any, Callable[[dict[str, Any]], bool] | None]] = {}
+        self._correctness_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[float, float]] = {}
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         completed, why = self._completion(run)
         validity, invalid = self._argument_validity(run)
-        expected = list(route.expected_tools) if route else []
-        called = [_Named(self._canonical(r.name)) for r in run.tool_calls]
-        order = tool_correctness_score(called, [_Named(n) for n in expected], consider_ordering=True) if expected else None
+        order, correctness = self._correctness(run, route.expected_tools if route else ())
         spurious, redundant = self._spurious(run, route), _redundant(run)
         precision = 1 - min(len(run.tool_calls), len(spurious) + len(redundant)) / len(run.tool_calls) if run.tool_calls else None
         known = [v for v in (validity, order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
-        correctness = tool_correctness_score(called, [_Named(n) for n in expected]) if expected else None
         llm_cost, unpriced = self._llm_cost(run)
         tool_cost = sum(score.static.cost_usd for score in run.scores)
         hallucination_free = self._hallucination_free(run)
@@ -71,6 +72,21 @@ class RunEvaluator:
             duration_s=run.duration_s, hallucination_free=hallucination_free, health=health,
         )
 
+    def _correctness(self, run: AgentRun, expected: tuple[str, ...]) -> tuple[float | None, float | None]:
+        """(order accuracy, tool correctness) against the expected tools, by name: runs of one agent
+        repeat the same sequences, so each distinct (called, expected) pair is computed once."""
+        if not expected:
+            return None, None
+        key = (tuple(self._canonical(r.name) for r in run.tool_calls), expected)
+        cached = self._correctness_cache.get(key)
+        if cached is None:
+            called, wanted = [_Named(n) for n in key[0]], [_Named(n) for n in expected]
+            cached = (tool_correctness_score(called, wanted, consider_ordering=True), tool_correctness_score(called, wanted))
+            if len(self._correctness_cache) >= _CACHE_LIMIT:
+                self._correctness_cache.clear()
+            self._correctness_cache[key] = cached
+        return cached
+
     def _completion(self, run: AgentRun) -> tuple[bool, str]:
         if run.status == "error":
             return False, f"the run ended with an error: {run.error}"
@@ -89,11 +105,16 @@ class RunEvaluator:
     def _argument_validity(self, run: AgentRun) -> tuple[float | None, tuple[str, ...]]:
         checked, invalid = 0, []
         for record in run.tool_calls:
-            validator = self._validator_for(record)
-            if validator is None:
+            compiled = self._validator_for(record)
+            if compiled is None:
+                continue
+            validator, fast = compiled
+            arguments = _as_schema_expects(record.arguments, validator.schema)
+            if fast is not None and fast(arguments):  # valid: the common case, without jsonschema
+                checked += 1
                 continue
             try:
-                error = next(iter(validator.iter_errors(_as_schema_expects(record.arguments, validator.schema))), None)
+                error = next(iter(validator.iter_errors(arguments)), None)
             except Exception:  # noqa: BLE001 - a span's own schema can be unusable (bad $ref, recursion)
                 continue
             checked += 1
@@ -120,11 +141,11 @@ class RunEvaluator:
                 Draft202012Validator.check_schema(schema)
             except Exception:  # noqa: BLE001 - a span's own schema may be anything; the catalog's were checked at load
                 return None
-            if len(self._validators) > 1000:
+            if len(self._validators) > _CACHE_LIMIT:
                 self._validators.clear()
             # An empty registry: a $ref is resolved inside the schema or not at all, never fetched
             # from a host that span content names.
-            validator = self._validators[key] = Draft202012Validator(schema, registry=Registry())
+            validator = self._validators[key] = (Draft202012Validator(schema, registry=Registry()), compile_check(schema))
         return validator
 
     def _spurious(self, run: AgentRun, route: TaskRoute | None) -> tuple[str, ...]:
@@ -193,7 +214,10 @@ def _redundant(run: AgentRun) -> tuple[str, ...]:
     """Calls repeating an earlier successful call with the same arguments (a retry after an error is not)."""
     succeeded: set[tuple[str, str]] = set()
     repeats = []
+    names = Counter(record.name for record in run.tool_calls)
     for record in run.tool_calls:
+        if names[record.name] < 2:  # a tool called once repeats nothing: skip the canonical JSON
+            continue
         try:
             key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
         except (ValueError, TypeError, RecursionError):

@@ -92,11 +92,16 @@ class Scorer:
         self.thresholds = catalog.thresholds_for(environment)
         self._route_keys = tuple(sorted({k for r in catalog.tasks for k in r.match if k != c.GEN_AI_AGENT_NAME}))
         self._route_cache: dict[tuple[Any, ...], TaskRoute | None] = {}
+        self._routes = _RouteIndex(catalog.tasks)
+        self._by_capability: dict[str, list[Tool]] = {}
+        for tool in catalog.tools.values():
+            for capability in tool.capabilities:
+                self._by_capability.setdefault(capability, []).append(tool)
+        self._best: dict[tuple[str, str], Tool | None] = {}  # (capability, profile) -> best tool
+        self._optimal = {route.name: self._find_optimal(route) for route in catalog.tasks}
+        # Scores fixed by the catalog, per (task, tool name): computed on first use, then a look-up.
         self._static: dict[tuple[str, str], StaticScore] = {}
         self._unknown: dict[tuple[str, str], StaticScore] = {}
-        for route in (None, *catalog.tasks):
-            for name, tool in catalog.names():
-                self._static[(route.name if route else UNROUTED, name)] = self._score_known(route, tool)
 
     @property
     def health_pass(self) -> float:
@@ -134,12 +139,16 @@ class Scorer:
 
     def _match(self, agent: str | None, attributes: Mapping[str, Any], resource: Mapping[str, Any]) -> TaskRoute | None:
         lookup: Callable[[str], Any] = lambda k: agent if k == c.GEN_AI_AGENT_NAME else attributes.get(k, resource.get(k))  # noqa: E731
-        return next((r for r in self.catalog.tasks if r.matches(lookup)), None)
+        return self._routes.first_match(lookup)
 
     def static_score(self, tool_name: str, route: TaskRoute | None) -> StaticScore:
         task = route.name if route else UNROUTED
         static = self._static.get((task, tool_name))
         if static is None:
+            tool = self.catalog.tool(tool_name)
+            if tool is not None:
+                static = self._static[(task, tool_name)] = self._score_known(route, tool)
+                return static
             static = self._unknown.get((task, tool_name))
             if static is None:
                 static = self._remember_unknown(task, tool_name, route)
@@ -166,15 +175,24 @@ class Scorer:
 
     def _score_known(self, route: TaskRoute | None, tool: Tool) -> StaticScore:
         if route is None:  # unrouted: generous, the best score over the tool's capabilities
-            candidates = [self._against(None, tool, best_tool(self.catalog.tools_with(cap), self.default_profile))
-                          for cap in tool.capabilities]
+            candidates = [self._against(None, tool, self._best_with(cap, self.default_profile)) for cap in tool.capabilities]
             return max(candidates, key=lambda s: (s.efficiency, s.optimal_tool == tool.name))
         return self._against(route, tool, self.optimal_for(route))
 
     def optimal_for(self, route: TaskRoute) -> Tool | None:
         """The route's `optimal_tool`, else the best tool with its capability under its profile."""
+        optimal = self._optimal.get(route.name, _MISS)
+        return self._find_optimal(route) if optimal is _MISS else optimal  # type: ignore[return-value]
+
+    def _find_optimal(self, route: TaskRoute) -> Tool | None:
         profile = self.catalog.profile(route.profile) if route.profile else self.default_profile
-        return self.catalog.tool(route.optimal_tool) or best_tool(self.catalog.tools_with(route.capability), profile)
+        return self.catalog.tool(route.optimal_tool) or self._best_with(route.capability, profile)
+
+    def _best_with(self, capability: str, profile: Any) -> Tool | None:
+        key = (capability, profile.name)
+        if key not in self._best:
+            self._best[key] = best_tool(self._by_capability.get(capability, ()), profile)
+        return self._best[key]
 
     def _against(self, route: TaskRoute | None, tool: Tool, optimal: Tool) -> StaticScore:
         profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
@@ -234,6 +252,42 @@ class Scorer:
             optimal_latency_s=optimal.latency_ms / 1000 if optimal else None, latency_slo_s=None,
             reason=f"Unknown tool '{name}': not in the catalog {self.catalog.source}.",
         )
+
+
+class _RouteIndex:
+    """The routes in catalog order, with those that match exact values found by a dict look-up.
+
+    A route whose first `match` key lists only plain values (no `*?[` wildcards) is indexed
+    under each (key, value); the others are tried in turn. The first matching route in
+    catalog order wins, as a scan of them all would decide, but a call looks at its
+    candidates only, so the cost does not grow with the number of exact-value routes.
+    """
+
+    def __init__(self, routes: tuple[TaskRoute, ...]) -> None:
+        self._exact: dict[tuple[str, str], list[int]] = {}
+        self._keys: list[str] = []
+        self._scanned: list[int] = []
+        self._routes = routes
+        for i, route in enumerate(routes):
+            key, patterns = next(iter(route.match.items()), (None, ()))
+            if key is None or any(ch in p for p in patterns for ch in "*?["):
+                self._scanned.append(i)
+                continue
+            if key not in self._keys:
+                self._keys.append(key)
+            for pattern in patterns:
+                self._exact.setdefault((key, pattern), []).append(i)
+
+    def first_match(self, lookup: Callable[[str], Any]) -> TaskRoute | None:
+        candidates = list(self._scanned)
+        for key in self._keys:
+            value = lookup(key)
+            if value is not None:
+                candidates += self._exact.get((key, str(value)), ())
+        for i in sorted(candidates) if len(candidates) > 1 else candidates:
+            if self._routes[i].matches(lookup):
+                return self._routes[i]
+        return None
 
 
 def _can_serve(route: TaskRoute, tool: Tool) -> bool:

@@ -7,12 +7,12 @@ Everything fixed by the catalog (scores, costs, verdicts) is stored once per
 
     >>> metrics = EvalMetrics(registry=CollectorRegistry())
     >>> metrics.record(call_score, agent="support_agent", trace_id=span.context.trace_id)
-    >>> serve(metrics.registry, port=9464)            # or mount make_wsgi_app(registry)
 """
 from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,8 +30,10 @@ from .multiprocess import MultiprocessMirror, multiprocess_dir
 from .window import SlidingQuantiles
 
 OTHER = n.OTHER
-TOOL, AGENT = n.TOOL, n.AGENT  # label names, also read by the demo
 MAX_ERROR_TYPES = 10  # error_type label values per (tool, agent); more are folded into "_OTHER"
+
+
+_holders: weakref.WeakKeyDictionary[CollectorRegistry, EvalMetrics] = weakref.WeakKeyDictionary()  # registry -> ours in it
 
 
 class Tally:
@@ -109,22 +111,48 @@ class EvalMetrics:
         self._max_unknown_tools = max_unknown_tools
         self._max_agents = max_agents
         self.catalog = catalog
+        self.catalog_fallback = False  # the configured catalog failed to load; the packaged one scores
         self.counters: Counter[str] = Counter()
-        self.seen = Tally()  # bumped for every span, so lock-free
+        self.seen = Tally()  # bumped on the app's threads, so lock-free
         self.ignored = Tally()
+        self.unscored = Tally()
+        self.tool_calls_unscored = Tally()
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
         self.registry = registry
+        self.closed = False
         if registry is not None:
-            registry.register(self)
+            previous = _holders.get(registry)
+            if previous is not None and previous.closed:  # a shut-down processor's last counts make way
+                registry.unregister(previous)
+            try:
+                registry.register(self)
+                _holders[registry] = self
+            except ValueError:  # prometheus-client lists every duplicated name: thousands of characters
+                raise ValueError("otel-agent-eval: this Prometheus registry already holds otel-agent-eval's metrics (from "
+                                 "another AgentEvalSpanProcessor or install()); shut that one down first, or pass "
+                                 "registry=CollectorRegistry()") from None
+
+    def describe(self) -> Iterator[Metric]:
+        """The families this collector exposes, empty: how a registry detects a second registration."""
+        specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
+                 n.TOOL_DURATION, n.TOOL_LATENCY, n.RUNS, *n.RUN_HISTOGRAMS.values(), n.RUN_REDUNDANT, n.RUN_SPURIOUS,
+                 n.RUN_OVER_BUDGET, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
+                 n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK)
+        yield from (family(spec, window=self._window_s) for spec in specs)
+        yield from (CounterMetricFamily(n.SELF_PREFIX + name, doc) for name, doc in n.SELF_COUNTERS.items())
+
+    def close(self) -> None:
+        """The owner shut down: the last counts stay readable until another processor takes the registry."""
+        self.closed = True
 
     def reset_after_fork(self) -> None:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs = {}, {}
         self.counters = Counter()
-        self.seen, self.ignored = Tally(), Tally()
+        self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
 
@@ -132,6 +160,7 @@ class EvalMetrics:
         """A reloaded catalog: its tools become known label values and its figures the gauges."""
         with self._lock:
             self.catalog = catalog
+            self.catalog_fallback = False  # a reload that succeeds ends the fallback
             self._known_tools = set(catalog.tools)
 
     def count(self, name: str, n: int = 1) -> None:
@@ -243,6 +272,9 @@ class EvalMetrics:
         yield from self._self_families(counters, closed_early)
         if catalog is not None:
             yield from catalog_families(catalog)
+        fallback = family(n.CATALOG_FALLBACK)
+        fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
+        yield fallback
 
     def _tool_families(self, tools: list[tuple[Any, ...]]) -> Iterator[Metric]:
         calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)
@@ -282,7 +314,8 @@ class EvalMetrics:
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
-        values = {**counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value}
+        values = {**counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,
+                  "spans_unscored": self.unscored.value, "tool_calls_unscored": self.tool_calls_unscored.value}
         for name, doc in n.SELF_COUNTERS.items():
             yield CounterMetricFamily(n.SELF_PREFIX + name, doc, value=values.get(name, 0))
         closed = family(n.RUNS_CLOSED_EARLY)
@@ -320,10 +353,3 @@ def _dimensions(static: StaticScore) -> list[tuple[str, float]]:
     if static.complexity_score is not None:
         values.append(("complexity", static.complexity_score))
     return values
-
-
-def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1") -> Any:
-    """Start the /metrics HTTP endpoint in a daemon thread; returns (server, thread)."""
-    from prometheus_client import start_http_server
-
-    return start_http_server(port, addr=addr, registry=registry)

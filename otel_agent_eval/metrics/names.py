@@ -78,12 +78,17 @@ TOOL_COST_PER_CALL = Spec("agent_eval_tool_cost_per_call_usd", "gauge", "Cost of
 EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficiency score thresholds per environment, from the catalog.",
                             ("environment", "level"))
 
+CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
+                        "1 when the configured catalog could not be loaded and the packaged default scores instead.")
+
 # Self-metrics: how the processor itself is doing (agent_eval_processor_<name>_total).
 SELF_PREFIX = "agent_eval_processor_"
 SELF_COUNTERS = {
     "spans_seen": "Spans the processor received.",
     "spans_scored": "Tool-call spans scored.",
     "spans_ignored": "Spans that are no tool call.",
+    "spans_unscored": "Spans passed on unprocessed because the hand-off queue was full (the load outran the scoring thread).",
+    "tool_calls_unscored": "Tool-call spans among spans_unscored: calls not scored, not in any run.",
     "malformed_tool_spans": "Tool-call spans with values that could not be read (see the log).",
     "enrichments_dropped": "Tool spans forwarded without scores because enriching them failed.",
     "forward_errors": "Exceptions raised by the forwarded span processor.",

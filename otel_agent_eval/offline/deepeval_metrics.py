@@ -27,11 +27,18 @@ _TASK = "metric"  # the one task of the catalog a metric built from the article'
 
 
 def tools_used(test_case: LLMTestCase) -> list[str]:
-    """Tool names from `tools_called`, falling back to `additional_metadata["tools_used"]`."""
+    """Tool names from `tools_called`, falling back to the metadata's `tools_used`."""
     if test_case.tools_called:
         return [tool.name for tool in test_case.tools_called]
-    metadata = test_case.additional_metadata or {}
+    metadata = getattr(test_case, metadata_field(type(test_case))) or {}
     return [str(name) for name in metadata.get("tools_used") or []]
+
+
+def metadata_field(test_case_class: type) -> str:
+    """The name of a deepeval test case's free-form metadata field: `metadata` since deepeval 3.9.9, which
+    deprecates the old `additional_metadata`; before, only `additional_metadata` (and test cases ignore
+    unknown fields there, so `metadata=` would silently drop the data)."""
+    return "metadata" if "metadata" in getattr(test_case_class, "model_fields", {}) else "additional_metadata"
 
 
 class ToolEfficiencyMetric(BaseMetric):

@@ -39,13 +39,16 @@ def run_to_test_case(run: AgentRun) -> LLMTestCase:
     `tools_called` from its tool calls, `expected_tools` from its task route."""
     from deepeval.test_case import LLMTestCase, ToolCall
 
+    from .deepeval_metrics import metadata_field
+
+    metadata = {"tools_used": [r.name for r in run.tool_calls], "agent": run.agent, "task": run.task,
+                "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None}
     return LLMTestCase(
         input=run_input(run),
         actual_output=run_output(run),
         tools_called=[record.tool_call for record in run.tool_calls],
         expected_tools=[ToolCall(name=name) for name in run.expected_tools] or None,
-        additional_metadata={"tools_used": [r.name for r in run.tool_calls], "agent": run.agent, "task": run.task,
-                             "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None},
+        **{metadata_field(LLMTestCase): metadata},
     )
 
 

@@ -1,13 +1,21 @@
-"""Hands spans from `span.end()` to one consumer thread, in batches, as BatchSpanProcessor does.
+"""Hands spans from `span.end()` to one consumer thread, in order, as BatchSpanProcessor does.
 
-The app's thread only appends to a deque (atomic in CPython, ~50 ns); a daemon thread
-wakes every `interval_s` and feeds everything queued to the consumer, in order. Anyone
-may drain synchronously: a scrape (so metrics are current), `force_flush`, `shutdown`.
-When `limit` items are waiting the appending thread drains itself: back-pressure, never
-loss. One consumer runs at a time (a re-entrant lock, so a callback may flush).
+The app's thread only appends to a bounded deque (atomic in CPython): when the queue is
+full, `put` refuses at once and the caller passes the span through unscored, counted (the
+SDK's BatchSpanProcessor drops in that case). Only the worker thread consumes. Anyone may
+ask for what is queued to be processed (`drain`): a scrape, `force_flush` and `shutdown`
+wait, up to their timeout, for the worker to get through the items queued before they asked.
+
+Signals: a Python signal handler that raises (KeyboardInterrupt, a SIGALRM timeout) runs
+in the main thread between any two bytecodes, including inside `threading.Event` and
+`Condition`, whose Python-level `__enter__` can then leave their lock held for good. So
+nothing here that the app's thread may run uses them: the worker's bell and the drains'
+replies are raw `_thread` locks (released by one thread, acquired by another), and the
+worker is started when the queue is built, not inside `span.end()`.
 """
 from __future__ import annotations
 
+import _thread
 import logging
 import threading
 from collections import deque
@@ -16,87 +24,114 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-CHUNK = 512  # items consumed per hold of the lock
+DEFAULT_LIMIT = 2_048  # the SDK's BatchSpanProcessor default max_queue_size
+WAKE_AT = 512  # queued items that wake the worker before its interval ends
 
 
 class SpanQueue:
-    def __init__(self, consume: Callable[[Any], None], *, background: bool = True, limit: int = 65_536,
+    """`put` on any thread, `consume` on the worker only; `background=False` consumes inline instead."""
+
+    def __init__(self, consume: Callable[[Any], None], *, background: bool = True, limit: int = DEFAULT_LIMIT,
                  interval_s: float = 0.05, name: str = "otel-agent-eval") -> None:
         self._consume = consume
         self._background = background
-        self._limit = limit
+        self._limit = max(1, limit)
+        self._wake_at = min(WAKE_AT, self._limit // 2 or 1)
         self._interval_s = interval_s
         self._name = name
         self._reset()
 
     def _reset(self) -> None:
         self._items: deque[Any] = deque()
-        self._lock = threading.RLock()
-        self._wake = threading.Event()
+        self._inline = threading.Lock()  # one consumer at a time
+        self._bell = _thread.allocate_lock()  # held while nothing rang: the worker waits to acquire it
+        self._bell.acquire()
+        self._asked: deque[Any] = deque()  # replies owed to drains: raw locks the worker releases
         self._stopped = False
         self._worker: threading.Thread | None = None
-        self.backpressure_drains = 0  # times an app thread found the queue full and drained it itself
+        if self._background:
+            self._worker = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._worker.start()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def put(self, item: Any) -> None:
-        """Queue one item; called on the app's thread, so it does as little as it can."""
-        self._items.append(item)
-        if not self._background or len(self._items) >= self._limit or self._stopped:
-            self.backpressure_drains += self._background and not self._stopped
-            self.drain()
-        elif self._worker is None:
-            self._start()
+    def put(self, item: Any) -> bool:
+        """Queue one item, on the app's thread; False (and nothing queued) when the queue is full."""
+        items = self._items
+        if not self._background or self._stopped:
+            items.append(item)
+            self._consume_inline()
+            return True
+        if len(items) >= self._limit:
+            return False
+        items.append(item)
+        if len(items) == self._wake_at:
+            self._ring()
+        return True
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        """Consume what is queued now, on the calling thread; False if the consumer stayed busy
-        elsewhere for `timeout_s` (e.g. stuck in a hanging exporter).
-
-        Works in chunks, letting go of the lock between them, so that a scrape or a flush waits
-        for one chunk of the worker's, not for its whole backlog.
-        """
-        items, consume = self._items, self._consume
-        remaining = len(items)  # later arrivals belong to the next drain
-        while True:
-            if not self._lock.acquire(timeout=-1 if timeout_s is None else timeout_s):
-                return False
-            try:
-                for _ in range(min(remaining, CHUNK)):
-                    try:
-                        item = items.popleft()
-                    except IndexError:  # another drain took them meanwhile
-                        return True
-                    consume(item)
-                remaining -= CHUNK
-            finally:
-                self._lock.release()
-            if remaining <= 0 or not items:
-                return True
+        """Have everything queued now processed; False if that did not happen within `timeout_s`
+        (the worker may be stuck in a hanging exporter). The worker itself never waits on itself."""
+        worker = self._worker
+        if worker is None or not worker.is_alive():
+            self._consume_inline()
+            return True
+        if worker is threading.current_thread():  # a callback flushing from inside the consumer
+            return True
+        reply = _thread.allocate_lock()
+        reply.acquire()
+        self._asked.append(reply)
+        self._ring()
+        return reply.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s))
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the worker (after a last drain); later puts are consumed at once."""
+        """Stop the worker after it has drained; later puts are consumed at once on their thread."""
         self._stopped = True
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
-            self._wake.set()
+            self._ring()
             worker.join(timeout_s)
-        self.drain()
+            if worker.is_alive():
+                return  # stuck downstream: what it holds stays with it
+        self._consume_inline()
+
+    def _ring(self) -> None:
+        try:
+            self._bell.release()
+        except RuntimeError:  # already rung
+            pass
 
     def reset_after_fork(self) -> None:
-        """In a forked child the worker thread is gone and the lock may be held: start afresh."""
+        """In a forked child the worker thread is gone and the locks may be held: start afresh."""
         self._reset()
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._worker is None and not self._stopped:
-                self._worker = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._worker.start()
+    def _consume_inline(self) -> None:
+        with self._inline:
+            self._consume_all()
 
-    def _run(self) -> None:
-        while not self._stopped:
-            self._wake.wait(self._interval_s)
+    def _consume_all(self) -> None:
+        items, consume = self._items, self._consume
+        while items:
             try:
-                self.drain()
+                item = items.popleft()
+            except IndexError:  # taken meanwhile
+                return
+            try:
+                consume(item)
             except Exception:  # noqa: BLE001 - the consumer catches its own; this is a last resort
                 logger.exception("otel-agent-eval: span hand-off failed; the worker goes on")
+
+    def _run(self) -> None:
+        asked = self._asked
+        while True:
+            self._bell.acquire(timeout=self._interval_s)  # rung, or the interval is over
+            answering = [asked.popleft() for _ in range(len(asked))]  # drains that asked before this pass
+            with self._inline:
+                self._consume_all()
+            for reply in answering:
+                reply.release()
+            if self._stopped and not self._items:
+                while asked:
+                    asked.popleft().release()
+                return

@@ -4,13 +4,15 @@
     >>> otel_agent_eval.install(catalog="catalog.yaml")   # metrics on 127.0.0.1:9464/metrics
 
 Explicit arguments win over `OTEL_AGENT_EVAL_*` environment variables, which win over
-defaults (`wiring.resolve`, shared with the zero-code exporter). A catalog passed as an
-argument must be valid (`CatalogError` otherwise); a broken catalog named only by the
-environment is logged and the packaged one is used, so a deployment typo never takes the
-app down.
+defaults (`wiring.resolve`, shared with the zero-code exporter). A catalog file that cannot
+be used, given as an argument or by the environment, is logged and the packaged one scores
+instead, with `agent_eval_catalog_fallback` at 1: a deployment typo never takes the app down.
 """
 from __future__ import annotations
 
+import logging
+import threading
+import weakref
 from typing import Any
 
 from opentelemetry import trace
@@ -21,6 +23,8 @@ from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
 from .processor import AgentEvalSpanProcessor
 from .wiring import attach, resolve
+
+logger = logging.getLogger(__name__)
 
 
 def install(
@@ -41,14 +45,28 @@ def install(
     `forward_to` is the processor that exports spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`);
     give it here instead of adding it to the provider yourself, so that it receives the
     enriched tool spans. Returns the processor; `processor.shutdown()` also stops the endpoint.
+    A second call for the same provider returns the running processor (logged), so a module
+    imported twice does not score every span twice.
     """
-    settings = Settings.from_env().override(profile=profile, environment=environment, metrics_enabled=serve_metrics,
-                                            metrics_port=port, metrics_addr=addr)
-    options = resolve(settings, catalog=catalog, **processor_options)
-    processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, **options)
-    (tracer_provider or global_sdk_provider()).add_span_processor(processor)
-    attach(processor, settings, catalog)
+    provider = tracer_provider or global_sdk_provider()
+    with _installing:
+        running = _installed.get(provider)
+        if running is not None and not running.is_shut_down:
+            logger.warning("otel-agent-eval: install() was already called for this TracerProvider; returning the running "
+                           "processor (shut it down first to install with other settings)")
+            return running
+        settings = Settings.from_env().override(profile=profile, environment=environment, metrics_enabled=serve_metrics,
+                                                metrics_port=port, metrics_addr=addr)
+        options = resolve(settings, catalog=catalog, **processor_options)
+        processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, **options)
+        provider.add_span_processor(processor)
+        attach(processor, settings, catalog)
+        _installed[provider] = processor
     return processor
+
+
+_installed: weakref.WeakKeyDictionary[TracerProvider, AgentEvalSpanProcessor] = weakref.WeakKeyDictionary()
+_installing = threading.Lock()
 
 
 def global_sdk_provider() -> TracerProvider:

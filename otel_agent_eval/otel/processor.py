@@ -23,12 +23,12 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..core.pipeline import Pipeline
-from ..core.recognize import agent_name_of, attribute_dict
-from .handoff import SpanQueue
+from ..core.recognize import agent_name_of, attribute_dict, convention_of
+from .handoff import DEFAULT_LIMIT, SpanQueue
 from .reload import reload_catalog
 from .wiring import build_pipeline
 
-COLLECT_WAIT_S = 2.0  # a scrape waits this long for the processor's thread, never longer (it may be stuck forwarding)
+COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
 
 
@@ -60,7 +60,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def __init__(self, catalog: Catalog | PathLike | None = None, *, registry: CollectorRegistry | None = REGISTRY,
                  forward_to: SpanProcessor | None = None, enrich: bool = True, max_open_traces: int = 10_000,
-                 background: bool = True, queue_limit: int = 65_536, **options: Any) -> None:
+                 background: bool = True, queue_limit: int = DEFAULT_LIMIT, **options: Any) -> None:
         self.pipeline, self.metrics = build_pipeline(catalog, registry=registry, enrich=enrich and forward_to is not None,
                                                      max_open_traces=max_open_traces, **options)
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies
@@ -76,8 +76,6 @@ class AgentEvalSpanProcessor(SpanProcessor):
             "queued_spans": ("Spans handed off and not processed yet.", lambda: len(self._queue)),
             "open_runs": ("Traces with agent runs open.", lambda: len(self.runs)),
             "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.runs.held_back),
-            "queue_backpressure_drains_total": ("Times an app thread found the hand-off queue full and processed it itself.",
-                                                lambda: self._queue.backpressure_drains),
         }
         _reset_in_forked_children(self)
 
@@ -119,7 +117,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 name = agent_name_of(attrs, span.name)
                 if name is not None:
                     self._active[span.context.trace_id] = None
-                    self._queue.put((_START, span, name))
+                    self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_start", exc)
         if self.forward_to is not None:
@@ -132,13 +130,23 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.metrics.seen.bump()
         try:
             attrs = attribute_dict(span)
-            if self.pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
+            pipeline = self.pipeline
+            if pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
                 self._active[span.context.trace_id] = None
-                self._queue.put((_SPAN, span, attrs))
-                return
-            self.metrics.ignored.bump()
+                if self._queue.put((_SPAN, span, attrs)):
+                    return
+                self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
+                if convention_of(attrs, pipeline.state.custom) is not None:
+                    self.metrics.tool_calls_unscored.bump()
+            elif pipeline.redactor is not None and self._queue.put((_SPAN, span, attrs)):
+                return  # with redaction on, every span leaves through the pipeline
+            else:
+                self.metrics.ignored.bump()
+            span = pipeline.outgoing(span)  # redacted here when it could not be queued: fail closed
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_end", exc)
+            if self.pipeline.redactor is not None:
+                return  # a span that could not be redacted does not leave
         self._forward([span])
 
     def drain(self) -> None:
@@ -169,6 +177,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
             except Exception as exc:  # noqa: BLE001
                 self.pipeline.failed("forward on_end", exc, "forward_errors")
 
+    @property
+    def is_shut_down(self) -> bool:
+        return self._shutdown
+
     def shutdown(self) -> None:
         if self._shutdown:
             return
@@ -178,7 +190,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             self._forward(self.pipeline.close_all())
         except Exception as exc:  # noqa: BLE001
             self.pipeline.failed("shutdown", exc)
-        for close in self._closers:
+        for close in (*self._closers, self.metrics.close):
             try:
                 close()
             except Exception as exc:  # noqa: BLE001

@@ -32,7 +32,7 @@ def reload_catalog(pipeline: Pipeline, catalog: Catalog | PathLike | None = None
             catalog = None if source.startswith("<") else source
         new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
         state = pipeline.build_state(new)
-    except (ValueError, OSError) as exc:  # CatalogError is a ValueError
+    except Exception as exc:  # noqa: BLE001 - a catalog, or building from it, must never reach the app
         pipeline.sink.count("catalog_reloads_rejected")
         logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", pipeline.catalog.source, exc)
         return False
@@ -96,7 +96,9 @@ def reload_on_sighup(processor: Any, path: PathLike | None = None) -> bool:
     previous = signal.getsignal(signal.SIGHUP)
 
     def handler(signum: int, frame: Any) -> None:
-        processor.reload_catalog(path)
+        # A signal handler runs in the middle of whatever the main thread was doing: reload on a
+        # thread of its own, so a slow or failing catalog never lands in the app's code.
+        threading.Thread(target=processor.reload_catalog, args=(path,), name="otel-agent-eval-reload", daemon=True).start()
         if callable(previous):
             previous(signum, frame)
 

@@ -23,7 +23,8 @@ from ..core.recognize import ToolCallRecord
 from ..core.redact import Redactor
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
-from ..metrics.collector import EvalMetrics, serve
+from ..metrics.collector import EvalMetrics
+from ..metrics.endpoint import serve
 from ..metrics.multiprocess import multiprocess_dir, multiprocess_registry
 from .reload import reload_on_sighup, watch_catalog
 
@@ -66,7 +67,9 @@ def build_pipeline(
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
                           max_agents=max_agents)
-    redactor = Redactor(redact_keys, drop_tool_io) if redact_keys or drop_tool_io else None
+    mapping = attribute_mapping or loaded.attribute_mapping  # in-house tool I/O keys are tool I/O too
+    io_keys = (mapping.arguments, mapping.result) if mapping else ()
+    redactor = Redactor(redact_keys, drop_tool_io, io_keys=io_keys) if redact_keys or drop_tool_io else None
     pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
                         run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
                         on_run=on_run, max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run,
@@ -76,9 +79,10 @@ def build_pipeline(
 
 
 def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **explicit: Any) -> dict[str, Any]:
-    """`build_pipeline` arguments from settings; explicit arguments win. A catalog passed here must be
-    valid (`CatalogError`); one named only by the environment falls back to the packaged default."""
-    loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog) if catalog is not None else _catalog_from_env(settings)
+    """`build_pipeline` arguments from settings; explicit arguments win. A catalog file that cannot be
+    used, given here or by the environment, is logged and the packaged one is used instead (the
+    app always starts; `attach` then sets `agent_eval_catalog_fallback` to 1)."""
+    loaded = catalog if isinstance(catalog, Catalog) else _load_or_fallback(catalog if catalog is not None else settings.catalog)
     options: dict[str, Any] = dict(
         catalog=loaded,
         profile=_known(settings.profile, loaded.profiles, "OTEL_AGENT_EVAL_PROFILE"),
@@ -92,6 +96,9 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
 
 def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None = None) -> None:
     """Serve /metrics and start catalog reloading for `owner`, as the settings ask."""
+    wanted = catalog if catalog is not None else settings.catalog
+    owner.metrics.catalog_fallback = (wanted is not None and not isinstance(wanted, Catalog)
+                                      and owner.pipeline.catalog.source.startswith("<packaged"))
     if settings.metrics_enabled and owner.metrics.registry is not None:
         registry = multiprocess_registry(owner.metrics) if multiprocess_dir() else owner.metrics.registry
         start_metrics_endpoint(owner, registry, settings)
@@ -121,13 +128,14 @@ def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: 
     logger.info("otel-agent-eval: metrics on http://%s:%s/metrics", *owner.metrics_address)
 
 
-def _catalog_from_env(settings: Settings) -> Catalog:
-    if settings.catalog is None:
+def _load_or_fallback(path: PathLike | None) -> Catalog:
+    if path is None:
         return load_catalog()
     try:
-        return load_catalog(settings.catalog)
+        return load_catalog(path)
     except CatalogError as exc:
-        logger.error("otel-agent-eval: OTEL_AGENT_EVAL_CATALOG: %s; using the packaged default catalog instead", exc)
+        logger.error("otel-agent-eval: catalog %s; scoring with the packaged default catalog instead "
+                     "(agent_eval_catalog_fallback is 1)", exc)
         return load_catalog()
 
 

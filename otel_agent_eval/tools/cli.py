@@ -27,6 +27,16 @@ def quiet_deepeval() -> None:
         os.environ["DEEPEVAL_CACHE_FOLDER"] = os.path.join(tempfile.gettempdir(), f"otel-agent-eval-{os.getuid() if hasattr(os, 'getuid') else 'user'}", ".deepeval")
 
 
+def package_version() -> str:
+    """The installed distribution's version (from its metadata), or "unknown" when run from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("otel-agent-eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class OneLineErrors(argparse.ArgumentParser):
     """argparse's errors in one line, like every other bad input (argparse prints the whole usage first)."""
 
@@ -37,13 +47,16 @@ class OneLineErrors(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="otel-agent-eval", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrors)
 
     catalog = commands.add_parser("catalog", help="show, check or describe tool catalogs")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION", parser_class=OneLineErrors)
     show = catalog_commands.add_parser("show", help="print a catalog's tools, tasks and thresholds")
     show.add_argument("file", nargs="?", help="catalog YAML (default: the packaged catalog)")
-    check = catalog_commands.add_parser("check", help="validate catalog files; exit 2 on the first problem")
+    check = catalog_commands.add_parser("check", help="validate catalog files; list every problem with its line, exit 2 if any",
+                                        description="Validate catalog files: every problem of every file, one line each "
+                                                    "(file:line: path: problem) on stderr; exit code 2 if there is any.")
     check.add_argument("files", nargs="+", metavar="FILE")
     catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
 
@@ -76,9 +89,17 @@ def _catalog(args: argparse.Namespace) -> int:
     if args.catalog_command == "schema":
         print(json.dumps(CATALOG_SCHEMA, indent=2))
     elif args.catalog_command == "check":
-        for path in args.files:
-            catalog = load_catalog(path)
-            print(f"{path}: ok ({len(catalog.tools)} tools, {len(catalog.tasks)} tasks)")
+        from ..config.catalog import check_catalog_file
+
+        failed = False
+        for path in args.files:  # every file, every problem: one line each on stderr
+            catalog, problems = check_catalog_file(path)
+            for problem in problems:
+                print(f"otel-agent-eval: {problem}", file=sys.stderr)
+            if catalog is not None:
+                print(f"{path}: ok ({len(catalog.tools)} tools, {len(catalog.tasks)} tasks)")
+            failed = failed or bool(problems)
+        return EXIT_USAGE if failed else 0
     else:
         print(describe(load_catalog(args.file)))
     return 0
