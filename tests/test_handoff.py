@@ -5,6 +5,7 @@ import signal
 import threading
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalSpanProcessor
@@ -139,3 +140,34 @@ def test_a_drain_asked_from_inside_the_consumer_does_not_wait_on_itself():
     in_thread(lambda: queue.drain())
     assert seen == list(range(10))
     queue.stop()
+
+
+class Hanging(SpanExporter):
+    """An exporter stuck in its first export (a Collector that stopped answering)."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def export(self, spans):
+        self.entered.set()
+        self.release.wait()
+        return SpanExportResult.SUCCESS
+
+
+def test_spans_the_forwarded_batch_processor_drops_are_counted():
+    exporter = Hanging()
+    batch = BatchSpanProcessor(exporter, max_queue_size=64, max_export_batch_size=16, schedule_delay_millis=10)
+    processor = AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=batch, queue_limit=4_096)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    tracer.start_span("execute_tool", attributes=TOOL).end()
+    processor.force_flush(100)
+    assert exporter.entered.wait(10)  # its worker holds one batch and hangs: nothing leaves its queue now
+    for _ in range(1_000):
+        tracer.start_span("execute_tool", attributes=TOOL).end()
+    assert processor._queue.drain(10)  # everything handed to the batch processor
+    dropped = processor.metrics.registry.get_sample_value("agent_eval_processor_spans_dropped_downstream_total")
+    assert dropped == 1_000 - 64  # its queue filled with 64; each later span pushed the oldest out
+    exporter.release.set()
+    provider.shutdown()

@@ -117,6 +117,7 @@ class EvalMetrics:
         self.ignored = Tally()
         self.unscored = Tally()
         self.tool_calls_unscored = Tally()
+        self.dropped_downstream = Tally()
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
@@ -153,6 +154,7 @@ class EvalMetrics:
         self._series, self._runs = {}, {}
         self.counters = Counter()
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
+        self.dropped_downstream = Tally()
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
 
@@ -315,7 +317,8 @@ class EvalMetrics:
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
         values = {**counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,
-                  "spans_unscored": self.unscored.value, "tool_calls_unscored": self.tool_calls_unscored.value}
+                  "spans_unscored": self.unscored.value, "tool_calls_unscored": self.tool_calls_unscored.value,
+                  "spans_dropped_downstream": self.dropped_downstream.value}
         for name, doc in n.SELF_COUNTERS.items():
             yield CounterMetricFamily(n.SELF_PREFIX + name, doc, value=values.get(name, 0))
         closed = family(n.RUNS_CLOSED_EARLY)

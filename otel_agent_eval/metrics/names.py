@@ -92,6 +92,7 @@ SELF_COUNTERS = {
     "malformed_tool_spans": "Tool-call spans with values that could not be read (see the log).",
     "enrichments_dropped": "Tool spans forwarded without scores because enriching them failed.",
     "forward_errors": "Exceptions raised by the forwarded span processor.",
+    "spans_dropped_downstream": "Spans the forwarded BatchSpanProcessor dropped because its queue was full (seen from its queue).",
     "internal_errors": "Exceptions caught inside the processor (see the log).",
     "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
     "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 import time
 import weakref
 from collections.abc import Callable
@@ -66,6 +67,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies
             self.pipeline.enricher = None
         self.forward_to = forward_to
+        self._downstream_full = _queue_full_check(forward_to)
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
         self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
@@ -86,11 +88,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     on_run = property(lambda self: self.pipeline.on_run, lambda self, f: setattr(self.pipeline, "on_run", f))
 
     def reload_catalog(self, catalog: Catalog | PathLike | None = None) -> bool:
-        """Swap in a new catalog (by default: re-read the file given at construction) atomically.
-
-        A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`;
-        the last good catalog keeps scoring. Calls in flight finish with the catalog they started with.
-        """
+        """Swap in a new catalog (default: re-read the file given at construction) atomically; a broken one is
+        rejected with one log line and a counter, and the last good one keeps scoring (see reload.py)."""
         return reload_catalog(self.pipeline, catalog)
 
     def _after_fork_in_child(self) -> None:
@@ -171,8 +170,11 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forward_to is None:
             return
+        full = self._downstream_full
         for span in spans:
             try:
+                if full is not None and full():  # it will drop its oldest span to take this one
+                    self.metrics.dropped_downstream.bump()
                 self.forward_to.on_end(span)
             except Exception as exc:  # noqa: BLE001
                 self.pipeline.failed("forward on_end", exc, "forward_errors")
@@ -229,6 +231,20 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
         self._closers.append(close)
+
+
+def _queue_full_check(forward_to: SpanProcessor | None) -> Callable[[], bool] | None:
+    """For a forwarded `BatchSpanProcessor`: whether its queue is full, so the next span costs it one.
+
+    The SDK counts those drops only in its own metrics (when a MeterProvider is set); its queue
+    is internal (`_batch_processor._queue`, a bounded deque in opentelemetry-sdk 1.45), so this
+    is decided once here and None (not counted) when the SDK keeps it otherwise.
+    """
+    queue = getattr(getattr(forward_to, "_batch_processor", None), "_queue", None)
+    if not isinstance(queue, deque) or not queue.maxlen:
+        return None
+    maxlen = queue.maxlen
+    return lambda: len(queue) >= maxlen
 
 
 def _reset_in_forked_children(processor: AgentEvalSpanProcessor) -> None:
