@@ -307,9 +307,16 @@ def test_unparsable_option_gives_one_line_too(capsys):
     assert err == "otel-agent-eval demo: argument --rate: invalid float value: 'fast' (see otel-agent-eval demo --help)\n"
 
 
-def test_ctrl_c_ends_cleanly_with_the_summary(tmp_path):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("started_with", [None, _ignore_sigint], ids=["foreground", "background-job-sigint-ignored"])
+def test_ctrl_c_ends_cleanly_with_the_summary(tmp_path, started_with):
+    """Also when started as a shell's background job, which inherits SIGINT ignored."""
     proc = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "demo", "--duration", "0", "--port", "0", "--no-live"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=started_with)
     try:
         for line in proc.stdout:  # wait until it serves, then interrupt
             if "Ctrl-C stops early" in line:

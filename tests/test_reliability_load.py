@@ -154,7 +154,7 @@ def test_eight_threads_and_an_event_loop_count_exactly(background, share):
     tools = sum(t.tools for t in tallies)
     assert tools == TOTAL_TOOL_SPANS // share
 
-    app.processor.force_flush()  # a scrape shows what the processor's thread has done; flush to count it all
+    app.drain("after the load")  # a scrape shows what the processor's thread has done: wait for all of it
     calls = app.series("agent_eval_tool_calls_total")
     scraped = time.perf_counter() - began
     shutdown, _ = in_thread(app.provider.shutdown, "provider.shutdown")

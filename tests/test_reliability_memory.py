@@ -232,7 +232,7 @@ def test_held_back_calls_of_evicted_traces_are_released_without_other_traffic():
             context = set_span_in_context(root)
             for j in range(TOOLS_PER_TRACE):
                 app.tracer.start_span("execute_tool", context=context, attributes=TOOL_ATTRS[j % 5]).end()
-        app.processor.force_flush()
+        app.drain("the queued spans")  # all of them, however long the queue
 
     growth = _retained_mb(work)
     scored = app.self_metric("spans_scored")
@@ -249,7 +249,7 @@ def test_never_ended_agent_spans_without_calls_stay_bounded():
     def work() -> None:
         for i in range(traces):
             app.tracer.start_span("invoke_agent", attributes=AGENT_ATTRS[i % 4])  # never ends
-        app.processor.force_flush()
+        app.drain("the queued spans")  # all of them, however long the queue
 
     growth = _retained_mb(work)
     print(f"\n{traces:,} agent spans never ended: {growth:.1f} MB retained")

@@ -173,7 +173,11 @@ def _print_header(out: TextIO, args: argparse.Namespace, agents: list[DemoAgent]
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let `kill` and `docker stop` (SIGTERM) end the demo like Ctrl-C: with the summary."""
+    """Let Ctrl-C, `kill` and `docker stop` (SIGINT, SIGTERM) end the demo with the summary.
+
+    SIGINT is set too: a shell starts background jobs with SIGINT ignored, and Python
+    then never installs its KeyboardInterrupt handler, so Ctrl-C alone is not enough.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -181,11 +185,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _drive(workload: Workload, registry: CollectorRegistry, display: Display, *, duration_s: float, rate: float,
