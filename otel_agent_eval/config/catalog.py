@@ -36,7 +36,8 @@ from typing import Any, NoReturn, Union
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent, MappingEndEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent
+from yaml.events import (AliasEvent, DocumentEndEvent, DocumentStartEvent, MappingEndEvent, MappingStartEvent, ScalarEvent,
+                         SequenceEndEvent, SequenceStartEvent, StreamEndEvent, StreamStartEvent)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
@@ -416,6 +417,9 @@ def _check(text: str, source: str) -> tuple[Catalog | None, list[CatalogError]]:
         return CatalogError(source, ".".join(map(str, path)), problem, line)
 
     try:
+        data = _plain_data(text)  # the common case, fast; any doubt and the exact path below reads it again
+        if data is not None and not _check_schema(data) and not _meaning(data, set()):
+            return _build(data, source), []
         try:
             root, data, problems = _parse_yaml(text)
         except _Problem as p:
@@ -618,8 +622,11 @@ class _SafeLimitedLoader(Reader, Scanner, Parser, _Limits, SafeConstructor, Reso
         Resolver.__init__(self)
 
 
+_CParser: Any = None
 try:  # libyaml parses ~10x faster; composing (where the limits are) stays in Python, in _Limits
     from yaml._yaml import CParser
+
+    _CParser = CParser
 
     class _CSafeLimitedLoader(_Limits, CParser, SafeConstructor, Resolver):  # _Limits first: its compose_* win
         def __init__(self, stream: str) -> None:
@@ -631,6 +638,93 @@ try:  # libyaml parses ~10x faster; composing (where the limits are) stays in Py
     _LOADER: type = _CSafeLimitedLoader
 except ImportError:
     _LOADER = _SafeLimitedLoader
+
+
+_NO_KEY, _UNSEEN, _NOT_PLAIN = object(), object(), object()
+_PLAIN_TAGS = frozenset({_STR, _INT, _FLOAT, "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"})
+
+
+def _plain_data(text: str) -> Any:
+    """The data of a plainly written catalog, read straight from libyaml's events; None at the first doubt.
+
+    Composing nodes in Python (`_Limits`) costs seconds for 10,000 tools, and line numbers are
+    only needed for a message. So this reads the common case, a single mapping of text keys
+    and text, number, true/false and null values, with no node objects; at anything else (an
+    anchor, alias or tag, a key that is not text or comes twice, a value YAML cannot build or
+    that is not finite, a limit reached, a YAML error) it gives up and `_parse_yaml` reads the
+    text again, exactly as before, to refuse it or note the problem with its line.
+    """
+    if _CParser is None or len(text) > MAX_CATALOG_BYTES or Reader.NON_PRINTABLE.search(text):
+        return None
+    parser, resolve, constructor = _CParser(text), Resolver().resolve, SafeConstructor()
+    get = parser.get_event
+    values: dict[str, Any] = {}  # plain scalar text -> what YAML reads it as (or _NOT_PLAIN): the same everywhere
+    stack: list[Any] = []  # the open mappings and lists, innermost last
+    key: Any = _NO_KEY  # the innermost mapping's key waiting for its value
+    root: Any = None
+    nodes = 0
+    try:
+        if get().__class__ is not StreamStartEvent or get().__class__ is not DocumentStartEvent:
+            return None
+        while True:
+            event = get()
+            kind = event.__class__
+            if kind is MappingEndEvent or kind is SequenceEndEvent:
+                stack.pop()
+                if not stack:
+                    break
+                continue
+            if kind is not ScalarEvent and kind is not MappingStartEvent and kind is not SequenceStartEvent:
+                return None  # an alias
+            nodes += 1  # counted and nested as _Limits does: a key is a value one level down
+            if event.anchor is not None or event.tag is not None or len(stack) >= MAX_CATALOG_DEPTH or nodes > MAX_CATALOG_NODES:
+                return None
+            if kind is ScalarEvent:
+                value = event.value
+                if event.implicit[0]:  # plain: YAML decides what it is; quoted and block scalars are text
+                    value = values.get(value, _UNSEEN)
+                    if value is _UNSEEN:
+                        value = values[event.value] = _plain_value(event.value, resolve, constructor)
+                    if value is _NOT_PLAIN:
+                        return None
+            else:
+                value = {} if kind is MappingStartEvent else []
+            if not stack:
+                if kind is not MappingStartEvent:
+                    return None  # the exact path says what is wrong
+                root = value
+            elif stack[-1].__class__ is list:
+                stack[-1].append(value)
+            elif key is not _NO_KEY:
+                stack[-1][key] = value  # in key order, as the constructor fills a mapping
+                key = _NO_KEY
+            elif value.__class__ is str and value not in stack[-1]:
+                key = value
+            else:
+                return None  # a key that is not text, or a duplicate
+            if kind is not ScalarEvent:
+                stack.append(value)
+        if get().__class__ is not DocumentEndEvent or get().__class__ is not StreamEndEvent:
+            return None  # more than one document
+    except yaml.YAMLError:
+        return None
+    finally:
+        parser.dispose()
+    return root
+
+
+def _plain_value(text: str, resolve: Callable[..., str], constructor: SafeConstructor) -> Any:
+    """What YAML reads a plain scalar as, if text, a finite number, true/false or null; else _NOT_PLAIN."""
+    tag = resolve(ScalarNode, text, (True, False))
+    if tag == _STR:
+        return text
+    if tag not in _PLAIN_TAGS:
+        return _NOT_PLAIN  # a date, `<<`, `=`: the exact path builds or notes them
+    try:
+        value = _LOADER.yaml_constructors[tag](constructor, ScalarNode(tag, text))
+    except Exception:  # noqa: BLE001 - `0x` + 300 digits, 5,000 digits: _Limits notes it
+        return _NOT_PLAIN
+    return value if type(value) not in (int, float) or abs(value) <= sys.float_info.max else _NOT_PLAIN
 
 
 def _parse_yaml(text: str) -> tuple[Node | None, Any, list[_Problem]]:
