@@ -106,10 +106,18 @@ def expected_call_series(scorer: Scorer, sent: Mapping[tuple[str, str, str | Non
 
 
 def expected_duration_counts(sent: Mapping[tuple[str, str, str | None], int]) -> Counter:
-    """`gen_ai_execute_tool_duration_seconds_count` series expected (every span has a valid duration)."""
+    """`gen_ai_execute_tool_duration_seconds_count` series expected (every span has a valid duration): per tool."""
     expected: Counter = Counter()
-    for (tool, agent, error), n in sent.items():
-        expected[labels(gen_ai_tool_name=tool, gen_ai_agent_name=agent, error_type=error or "")] += n
+    for (tool, _agent, error), n in sent.items():
+        expected[labels(gen_ai_tool_name=tool, error_type=error or "")] += n
+    return expected
+
+
+def expected_latency_counts(sent: Mapping[tuple[str, str, str | None], int]) -> Counter:
+    """`agent_eval_tool_latency_seconds_count` series expected (every span has a valid duration): per tool and agent."""
+    expected: Counter = Counter()
+    for (tool, agent, _error), n in sent.items():
+        expected[labels(gen_ai_tool_name=tool, gen_ai_agent_name=agent)] += n
     return expected
 
 

@@ -424,6 +424,42 @@ def test_every_metric_used_is_exposed_by_the_product_or_recorded(exposed):
     assert not unknown, f"metrics that neither the product exposes nor a rule records: {unknown}"
 
 
+SELECTOR = re.compile(r"(?<![\w:])((?:agent_eval|gen_ai)[a-z0-9_]*)\{([^{}]*)\}")
+MATCHER = re.compile(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)")
+TARGET_LABELS = {"job", "instance"}  # added by Prometheus to every scraped series
+
+
+def product_labels() -> dict[str, set[str]]:
+    """Sample name -> the labels the product puts on it, from the metric table (names.py)."""
+    from otel_agent_eval.metrics import names as n
+
+    specs = [v for v in vars(n).values() if isinstance(v, n.Spec)]
+    specs += [n.Spec(n.SELF_PREFIX + name, "counter", doc) for name, doc in n.SELF_COUNTERS.items()]
+    out: dict[str, set[str]] = {}
+    for spec in specs:
+        labels = set(spec.labels)
+        if spec.kind == "counter":
+            out[spec.name + "_total"] = labels
+        elif spec.kind == "histogram":
+            out.update({spec.name + "_bucket": labels | {"le"}, spec.name + "_sum": labels, spec.name + "_count": labels})
+        elif spec.kind == "summary":
+            out.update({spec.name: labels | {"quantile"}, spec.name + "_sum": labels, spec.name + "_count": labels})
+        else:
+            out[spec.name] = labels
+    return out
+
+
+def test_no_query_selects_by_a_label_its_metric_does_not_have():
+    """E.g. the fleet latency histogram has no agent label: a panel filtering it by agent would show nothing."""
+    known = product_labels()
+    wrong = []
+    for where, expr in [*rule_expressions(), *dashboard_expressions()]:
+        for name, matchers in SELECTOR.findall(expr):
+            if name in known:
+                wrong += [(where, name, label) for label in MATCHER.findall(matchers) if label not in known[name] | TARGET_LABELS]
+    assert not wrong
+
+
 def test_metric_name_extraction():
     assert metric_names_in('sum by (gen_ai_tool_name) (rate(agent_eval_tool_calls_total{gen_ai_agent_name="x"}[5m]))') \
         == {"agent_eval_tool_calls_total"}

@@ -41,7 +41,7 @@ from otel_agent_eval.metrics.collector import EvalMetrics
 from otel_agent_eval.core.run_eval import RunEvaluator
 from otel_agent_eval.core.scoring import Scorer
 
-from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, App, expected_call_series, expected_duration_counts,
+from reliability_helpers import (CATALOG_AGENTS, CATALOG_TOOLS, App, expected_call_series, expected_latency_counts,
                                  in_thread, labels, tool_attrs)
 
 CONTROL_AGENT = "reliability-control-agent"  # the well-formed spans' agent: no garbage span can carry it
@@ -414,9 +414,9 @@ def test_arbitrary_spans_never_escape_and_are_all_counted(specs: list[SpanSpec],
     scorer = Scorer(app.processor.catalog)
     calls = {k: v for k, v in app.series("agent_eval_tool_calls_total").items() if ("gen_ai_agent_name", CONTROL_AGENT) in k}
     assert calls == expected_call_series(scorer, sent)
-    durations = {k: v for k, v in app.series("gen_ai_execute_tool_duration_seconds_count").items()
+    durations = {k: v for k, v in app.series("agent_eval_tool_latency_seconds_count").items()
                  if ("gen_ai_agent_name", CONTROL_AGENT) in k}
-    assert durations == expected_duration_counts(sent)
+    assert durations == expected_latency_counts(sent)
 
     # Every ended span reached the app's own exporter and the forwarded one, exactly once.
     ids = Counter(ended)

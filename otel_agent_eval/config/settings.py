@@ -80,6 +80,7 @@ class Settings:
     window_seconds: float = 300.0
     max_unknown_tools: int = 20
     max_agents: int = 100
+    max_samples: int = 50_000
     catalog_poll_seconds: float = 0.0
     reload_on_sighup: bool = False
     redact_keys: str | None = None
@@ -126,6 +127,7 @@ ENV_VARS = (
     EnvVar(PREFIX + "WINDOW_SECONDS", "window_seconds", _positive_float, "Sliding window of the latency summary quantiles (default 300)."),
     EnvVar(PREFIX + "MAX_UNKNOWN_TOOLS", "max_unknown_tools", _count, "Distinct tool names outside the catalog kept as labels; more fold into `_other_` (default 20)."),
     EnvVar(PREFIX + "MAX_AGENTS", "max_agents", _count, "Distinct agent names kept as labels; more fold into `_other_` (default 100)."),
+    EnvVar(PREFIX + "MAX_SAMPLES", "max_samples", _count, "Samples the scored series may expose in one scrape; label sets past it are counted under `_other_` (default 50000)."),
     EnvVar(PREFIX + "CATALOG_POLL_SECONDS", "catalog_poll_seconds", _non_negative_float, "Reload the catalog when its file changes, looking every N seconds (default 0: off)."),
     EnvVar(PREFIX + "RELOAD_ON_SIGHUP", "reload_on_sighup", _bool, "Reload the catalog on SIGHUP (default false)."),
     EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`)."),

@@ -23,6 +23,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from ..config.catalog import Catalog
 from ..core.scoring import CallScore, StaticScore
+from . import budget as b
 from . import names as n
 from .families import catalog_families, family, label_text, le_buckets
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
@@ -30,7 +31,8 @@ from .multiprocess import MultiprocessMirror, multiprocess_dir
 from .window import SlidingQuantiles
 
 OTHER = n.OTHER
-MAX_ERROR_TYPES = 10  # error_type label values per (tool, agent); more are folded into "_OTHER"
+_OTHER_PAIR = (OTHER, OTHER)
+MAX_ERROR_TYPES = 10  # error_type label values per tool; more are folded into "_OTHER"
 
 
 _holders: weakref.WeakKeyDictionary[CollectorRegistry, EvalMetrics] = weakref.WeakKeyDictionary()  # registry -> ours in it
@@ -51,17 +53,21 @@ class Tally:
 
 
 class _Series:
-    """Accumulators for one (tool, agent) pair."""
+    """Accumulators for one (tool, agent) pair, and the label sets it exposes (charged to the budget)."""
 
-    __slots__ = ("labels", "calls", "durations", "window", "excess_latency_s", "slo_violations")
+    __slots__ = ("labels", "calls", "window", "excess_latency_s", "slo_violations", "exposed", "optimals", "dimensions",
+                 "other")
 
-    def __init__(self, labels: tuple[str, str], window_s: float) -> None:
+    def __init__(self, labels: tuple[str, str], window_s: float, *, other: bool = False) -> None:
         self.labels = labels  # (tool, agent) as exposed, after the cardinality caps
         self.calls: dict[tuple[StaticScore, str], int] = {}
-        self.durations: dict[str, BucketCounts] = {}
         self.window = SlidingQuantiles(window_s)
         self.excess_latency_s = 0.0
         self.slo_violations = 0
+        self.exposed: set[tuple[str, ...]] = set()  # (task, outcome, verdict, optimal tool) of the calls counter
+        self.optimals: set[str] = set()  # optimal_tool labels of the money-wasted counter
+        self.dimensions: set[tuple[str, str]] = set()  # (profile, dimension) of the efficiency histogram
+        self.other = other  # the (_other_, _other_) pair: always admitted
 
 
 class _RunSeries:
@@ -99,10 +105,15 @@ class EvalMetrics:
         window_s: float = 300.0,
         max_unknown_tools: int = 20,
         max_agents: int = 100,
+        max_samples: int = b.DEFAULT_MAX_SAMPLES,
     ) -> None:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], _Series] = {}
+        self._durations: dict[tuple[str, str], BucketCounts] = {}  # by (tool, error_type): the fleet's latency
+        self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
+        self._max_samples = max_samples
+        self.budget = b.SampleBudget(max_samples)
         self.closed_early: Counter[str] = Counter()  # shared with the RunTracker, which counts them
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
@@ -151,7 +162,8 @@ class EvalMetrics:
     def reset_after_fork(self) -> None:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
-        self._series, self._runs = {}, {}
+        self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
+        self.budget = b.SampleBudget(self._max_samples)
         self.counters = Counter()
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         self.dropped_downstream = Tally()
@@ -179,7 +191,6 @@ class EvalMetrics:
         """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
         static = score.static
         duration = score.duration_s
-        error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
         with self._lock:
             self.counters["spans_scored"] += 1
             key = (static.tool, agent or "")
@@ -187,14 +198,17 @@ class EvalMetrics:
             if series is None:
                 series = self._new_series(key)
             calls_key = (static, score.outcome)
-            series.calls[calls_key] = series.calls.get(calls_key, 0) + 1
+            count = series.calls.get(calls_key)
+            if count is None:  # new label sets, maybe: charged to the budget, or counted under _other_
+                series = self._admit(series, static, score.outcome)
+                count = series.calls.get(calls_key, 0)
+            series.calls[calls_key] = count + 1
             if duration is not None:
-                hist = series.durations.get(error_type)
-                if hist is None:  # a new error type: bounded, and encodable as a label
-                    error_type = label_text(error_type) if len(series.durations) < MAX_ERROR_TYPES else "_OTHER"
-                    hist = series.durations.get(error_type)
-                    if hist is None:
-                        hist = series.durations[error_type] = BucketCounts(DURATION_BUCKETS_S)
+                error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
+                duration_key = (static.tool, error_type)
+                hist = self._durations.get(duration_key)
+                if hist is None:
+                    duration_key, hist = self._new_duration(duration_key)
                 hist.observe(duration, trace_id or None)  # an int; formatted as hex only when scraped
                 series.window.observe(duration)
                 series.excess_latency_s += score.excess_latency_s
@@ -203,7 +217,7 @@ class EvalMetrics:
             if self.mirror is not None:
                 self.mirror.flush_tallies(self)
         if self.mirror is not None:
-            self.mirror.record(score, *series.labels, error_type)
+            self.mirror.record(score, series.labels, duration_key if duration is not None else None)
 
     def record_run(self, run: Any) -> None:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
@@ -213,7 +227,7 @@ class EvalMetrics:
             key = (self._agent_label(run.agent or ""), run.task)
             series = self._runs.get(key)
             if series is None:
-                series = self._runs[key] = _RunSeries()
+                key, series = self._new_run_series(key)
             series.outcomes[evaluation.outcome] += 1
             if evaluation.duration_s is not None:
                 series.duration.observe(evaluation.duration_s, trace_id)
@@ -222,8 +236,8 @@ class EvalMetrics:
             if evaluation.tool_correctness is not None:
                 series.correctness.observe(evaluation.tool_correctness)
             series.health.observe(evaluation.health, trace_id)
-            redundant = [self._tool_label(tool) for tool in evaluation.redundant_calls]
-            spurious = [self._tool_label(tool) for tool in evaluation.spurious_calls]
+            redundant = [self._run_tool_label(tool, series.redundant) for tool in evaluation.redundant_calls]
+            spurious = [self._run_tool_label(tool, series.spurious) for tool in evaluation.spurious_calls]
             series.redundant.update(redundant)
             series.spurious.update(spurious)
             series.over_budget += evaluation.over_budget
@@ -232,28 +246,95 @@ class EvalMetrics:
         if self.mirror is not None:
             self.mirror.record_run(run, key, redundant, spurious)
 
-    def _tool_label(self, tool: str) -> str:
-        return tool if tool in self._known_tools else self._bounded(tool, self._unknown_tools, self._max_unknown_tools)
+    def _tool_label(self, tool: str, *, count: bool = True) -> str:
+        if tool in self._known_tools:
+            return tool
+        return self._bounded(tool, self._unknown_tools, self._max_unknown_tools, count=count)
 
     def _agent_label(self, agent: str) -> str:
         return self._bounded(agent, self._agents, self._max_agents) if agent else agent
 
-    def _bounded(self, name: str, seen: set[str], cap: int) -> str:
+    def _bounded(self, name: str, seen: set[str], cap: int, *, count: bool = True) -> str:
         """`name` as a label value while fewer than `cap` names were seen, else OTHER (counted)."""
         if name in seen:
             return label_text(name)
         if len(seen) < cap:
             seen.add(name)
             return label_text(name)
-        self.counters["labels_folded"] += 1
+        if count:
+            self.counters["labels_folded"] += 1
         return OTHER
 
+    # -- new label sets: charged to the sample budget, or folded into _other_ -----------
+
+    def _labelled(self, table: dict[tuple[str, str], Any], labels: tuple[str, str], samples: int,
+                  other: tuple[str, str], make: Callable[[tuple[str, str]], Any]) -> tuple[tuple[str, str], Any]:
+        """`table[labels]`, made if its `samples` fit the budget; else `table[other]`, always admitted."""
+        found = table.get(labels)
+        if found is not None:
+            return labels, found
+        if labels != other:
+            if self.budget.take(samples):
+                found = table[labels] = make(labels)
+                return labels, found
+            self.counters["labels_folded"] += 1
+        found = table.get(other)
+        if found is None:
+            self.budget.charge(samples)
+            found = table[other] = make(other)
+        return other, found
+
     def _new_series(self, key: tuple[str, str]) -> _Series:
-        folded = (self._tool_label(key[0]), self._agent_label(key[1]))
-        series = self._series.get(folded)
-        if series is None:
-            series = self._series[folded] = _Series(folded, self._window_s)
+        labels = (self._tool_label(key[0]), self._agent_label(key[1]))
+        return self._labelled(self._series, labels, b.PAIR, _OTHER_PAIR, self._make_series)[1]
+
+    def _make_series(self, labels: tuple[str, str]) -> _Series:
+        return _Series(labels, self._window_s, other=labels == _OTHER_PAIR)
+
+    def _admit(self, series: _Series, static: StaticScore, outcome: str) -> _Series:
+        """The series that counts a new (static score, outcome): `series` if the label sets it adds fit."""
+        exposed = (static.task, outcome, static.verdict, static.optimal_tool)
+        wasted = bool(static.excess_cost_usd) and static.optimal_tool not in series.optimals
+        dimensions = [(static.profile, d) for d, _ in _dimensions(static) if (static.profile, d) not in series.dimensions]
+        samples = (exposed not in series.exposed) + wasted + b.EFFICIENCY * len(dimensions)
+        if series.other:
+            self.budget.charge(samples)
+        elif samples and not self.budget.take(samples):
+            self.counters["labels_folded"] += 1
+            return self._admit(self._new_series(_OTHER_PAIR), static, outcome)
+        series.exposed.add(exposed)
+        if wasted:
+            series.optimals.add(static.optimal_tool)
+        series.dimensions.update(dimensions)
         return series
+
+    def _new_duration(self, key: tuple[str, str]) -> tuple[tuple[str, str], BucketCounts]:
+        """The (tool, error_type) histogram of a call: error types capped per tool, then the budget."""
+        tool = self._tool_label(key[0], count=False)  # the call's series already counted a folded name
+        error_type = label_text(key[1])
+        if (tool, error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
+            error_type = "_OTHER"
+        return self._labelled(self._durations, (tool, error_type), b.DURATION, (OTHER, "_OTHER"), self._make_duration)
+
+    def _make_duration(self, labels: tuple[str, str]) -> BucketCounts:
+        self._error_types[labels[0]] += 1
+        return BucketCounts(DURATION_BUCKETS_S)
+
+    def _new_run_series(self, key: tuple[str, str]) -> tuple[tuple[str, str], _RunSeries]:
+        return self._labelled(self._runs, key, b.RUN, _OTHER_PAIR, lambda _: _RunSeries())
+
+    def _run_tool_label(self, tool: str, counts: Counter[str]) -> str:
+        """A tool label of a run counter (redundant, spurious calls): one sample each, within the budget."""
+        label = self._tool_label(tool)
+        if label in counts:
+            return label
+        if label != OTHER and self.budget.take(1):
+            return label
+        if label != OTHER:
+            self.counters["labels_folded"] += 1
+        if OTHER not in counts:
+            self.budget.charge(1)
+        return OTHER
 
     # -- scrape side: copy under the lock, build the families outside it ----------------
 
@@ -264,12 +345,12 @@ class EvalMetrics:
             except Exception:  # noqa: BLE001 - a scrape shows what there is
                 pass
         with self._lock:
-            tools = [(labels, dict(s.calls), {et: h.copy() for et, h in s.durations.items()},
-                      s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations)
-                     for labels, s in ((s.labels, s) for s in self._series.values())]
+            tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations)
+                     for s in self._series.values()]
+            durations = [(labels, hist.copy()) for labels, hist in self._durations.items()]
             runs = [(key, series.copy()) for key, series in self._runs.items()]
             counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
-        yield from self._tool_families(tools)
+        yield from self._tool_families(tools, durations)
         yield from _run_families(runs)
         yield from self._self_families(counters, closed_early)
         if catalog is not None:
@@ -278,11 +359,11 @@ class EvalMetrics:
         fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
         yield fallback
 
-    def _tool_families(self, tools: list[tuple[Any, ...]]) -> Iterator[Metric]:
+    def _tool_families(self, tools: list[tuple[Any, ...]], durations: list[tuple[tuple[str, str], BucketCounts]]) -> Iterator[Metric]:
         calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)
         excess_latency, slo, scores = family(n.TOOL_EXCESS_LATENCY), family(n.TOOL_SLO_VIOLATIONS), family(n.TOOL_EFFICIENCY)
         duration, latency = family(n.TOOL_DURATION), family(n.TOOL_LATENCY, window=self._window_s)
-        for (tool, agent), series_calls, durations, snap, excess_latency_s, slo_violations in tools:
+        for (tool, agent), series_calls, snap, excess_latency_s, slo_violations in tools:
             by_calls: Counter[tuple[str, ...]] = Counter()
             by_excess_cost: Counter[str] = Counter()
             score_counts: dict[tuple[str, str], list[int]] = {}
@@ -306,13 +387,13 @@ class EvalMetrics:
                 scores.add_metric([tool, agent, profile, dimension], le_buckets(n.SCORE_BUCKETS, counts), score_sums[(profile, dimension)])
             excess_latency.add_metric([tool, agent], excess_latency_s)
             slo.add_metric([tool, agent], slo_violations)
-            for error_type, hist in durations.items():
-                duration.add_metric([tool, agent, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
             labels = {n.TOOL: tool, n.AGENT: agent}
             for q, value in zip(n.QUANTILES, snap.quantiles):
                 latency.add_sample(n.TOOL_LATENCY.name, {**labels, "quantile": str(q)}, value)
             latency.add_sample(n.TOOL_LATENCY.name + "_count", labels, snap.total_count)
             latency.add_sample(n.TOOL_LATENCY.name + "_sum", labels, snap.total_sum)
+        for (tool, error_type), hist in durations:
+            duration.add_metric([tool, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:

@@ -74,7 +74,9 @@ class MultiprocessMirror:
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
 
-    def record(self, score: CallScore, tool: str, agent: str, error_type: str) -> None:
+    def record(self, score: CallScore, labels: tuple[str, str], duration_labels: tuple[str, str] | None) -> None:
+        """One call, under the labels the in-process collector chose: (tool, agent) and (tool, error_type)."""
+        tool, agent = labels
         static = score.static
         self.calls.labels(tool, agent, static.task, score.outcome, static.verdict, static.optimal_tool).inc()
         self.cost.labels(tool, agent).inc(static.cost_usd)
@@ -84,8 +86,8 @@ class MultiprocessMirror:
                                  ("complexity", static.complexity_score)):
             if value is not None:
                 self.scores.labels(tool, agent, static.profile, dimension).observe(value)
-        if score.duration_s is not None:
-            self.duration.labels(tool, agent, error_type).observe(score.duration_s)
+        if duration_labels is not None and score.duration_s is not None:
+            self.duration.labels(*duration_labels).observe(score.duration_s)
             self.excess_latency.labels(tool, agent).inc(score.excess_latency_s)
             self.slo.labels(tool, agent).inc(1 if score.slo_exceeded else 0)
         self.self_counters["spans_scored"].inc()

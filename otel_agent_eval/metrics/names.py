@@ -47,8 +47,10 @@ TOOL_SLO_VIOLATIONS = Spec("agent_eval_tool_slo_violations", "counter", "Tool ca
 TOOL_EFFICIENCY = Spec("agent_eval_tool_efficiency_score", "histogram",
                        "Per-call efficiency score and its cost, latency and complexity components (0-1).",
                        (TOOL, AGENT, "profile", "dimension"), SCORE_BUCKETS)
+# The full-resolution latency histogram is per tool, not per agent: it answers the fleet's p99 per
+# tool (154 buckets per series); per-agent latency is in the summary and the excess-latency counter.
 TOOL_DURATION = Spec("gen_ai_execute_tool_duration_seconds", "histogram", "Duration of tool executions (GenAI semantic conventions).",
-                     (TOOL, AGENT, "error_type"), DURATION_BUCKETS_S)
+                     (TOOL, "error_type"), DURATION_BUCKETS_S)
 TOOL_LATENCY = Spec("agent_eval_tool_latency_seconds", "summary", "Tool call duration; quantiles over the last {window:g} s.", (TOOL, AGENT))
 
 # Per agent run, labelled by agent and task.
@@ -94,7 +96,7 @@ SELF_COUNTERS = {
     "forward_errors": "Exceptions raised by the forwarded span processor.",
     "spans_dropped_downstream": "Spans the forwarded BatchSpanProcessor dropped because its queue was full (seen from its queue).",
     "internal_errors": "Exceptions caught inside the processor (see the log).",
-    "labels_folded": f"Tool or agent names folded into {OTHER!r} by the cardinality caps.",
+    "labels_folded": f"Values counted under {OTHER!r}: names past the cardinality caps, label sets past the sample budget.",
     "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
     "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
     "deferred_calls_released": "Tool spans held until their agent was known, then scored.",

@@ -23,6 +23,7 @@ from ..core.recognize import ToolCallRecord
 from ..core.redact import Redactor
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
+from ..metrics.budget import DEFAULT_MAX_SAMPLES
 from ..metrics.collector import EvalMetrics
 from ..metrics.endpoint import serve
 from ..metrics.multiprocess import multiprocess_dir, multiprocess_registry
@@ -52,6 +53,7 @@ def build_pipeline(
     window_s: float = 300.0,
     max_unknown_tools: int = 20,
     max_agents: int = 100,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
     max_open_traces: int = 10_000,
     max_calls_per_run: int = 1_000,
     run_ttl_s: float = 600.0,
@@ -66,7 +68,7 @@ def build_pipeline(
     """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None)."""
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
-                          max_agents=max_agents)
+                          max_agents=max_agents, max_samples=max_samples)
     mapping = attribute_mapping or loaded.attribute_mapping  # in-house tool I/O keys are tool I/O too
     io_keys = (mapping.arguments, mapping.result) if mapping else ()
     redactor = Redactor(redact_keys, drop_tool_io, io_keys=io_keys) if redact_keys or drop_tool_io else None
@@ -88,7 +90,7 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
         profile=_known(settings.profile, loaded.profiles, "OTEL_AGENT_EVAL_PROFILE"),
         environment=_known(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
         enrich=settings.enrich, window_s=settings.window_seconds, max_unknown_tools=settings.max_unknown_tools,
-        max_agents=settings.max_agents, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
+        max_agents=settings.max_agents, max_samples=settings.max_samples, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
     )
     options.update(explicit)
     return options
