@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -140,6 +141,36 @@ def test_a_drain_asked_from_inside_the_consumer_does_not_wait_on_itself():
     in_thread(lambda: queue.drain())
     assert seen == list(range(10))
     queue.stop()
+
+
+def test_a_drain_under_a_steady_flood_ends_after_what_was_queued_when_it_asked():
+    """The queue never empties while producers outpace the worker: a drain (a scrape, force_flush)
+    still returns once the items queued before it are done, not when the flood stops."""
+    consumed: list[int] = []
+    queue = SpanQueue(lambda item: (consumed.append(item), time.sleep(0.0005)), limit=64)
+    flooding = threading.Event()
+    flooding.set()
+
+    def flood() -> None:
+        i = 0
+        while flooding.is_set():
+            if queue.put(i):
+                i += 1
+
+    producer = threading.Thread(target=flood, daemon=True)
+    producer.start()
+    try:
+        while len(queue) < 32:  # the flood has filled the queue
+            time.sleep(0.001)
+        queued_before = len(consumed) + len(queue)
+        answered: list[bool] = []
+        in_thread(lambda: answered.append(queue.drain(timeout_s=30.0)))
+        assert answered == [True]
+        assert len(consumed) >= queued_before
+    finally:
+        flooding.clear()
+        producer.join()
+        queue.stop()
 
 
 class Hanging(SpanExporter):

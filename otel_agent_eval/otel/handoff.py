@@ -110,9 +110,11 @@ class SpanQueue:
         with self._inline:
             self._consume_all()
 
-    def _consume_all(self) -> None:
+    def _consume_all(self, at_most: int = -1) -> None:
+        """Consume until the queue is empty, or `at_most` items when that is >= 0."""
         items, consume = self._items, self._consume
-        while items:
+        while items and at_most != 0:
+            at_most -= 1
             try:
                 item = items.popleft()
             except IndexError:  # taken meanwhile
@@ -125,10 +127,13 @@ class SpanQueue:
     def _run(self) -> None:
         asked = self._asked
         while True:
-            self._bell.acquire(timeout=self._interval_s)  # rung, or the interval is over
+            if self._items:  # behind: no sleep, but take the ring of this pass
+                self._bell.acquire(blocking=False)
+            else:
+                self._bell.acquire(timeout=self._interval_s)  # rung, or the interval is over
             answering = [asked.popleft() for _ in range(len(asked))]  # drains that asked before this pass
-            with self._inline:
-                self._consume_all()
+            with self._inline:  # what was queued when they asked, not what arrives meanwhile: under a
+                self._consume_all(len(self._items))  # steady flood a drain still ends after one pass
             for reply in answering:
                 reply.release()
             if self._stopped and not self._items:
