@@ -163,3 +163,47 @@ def test_the_fast_read_of_a_mutated_catalog_is_the_exact_data_or_nothing(content
 def test_the_example_catalog_is_read_fast():
     assert _plain_data(CATALOG) is not None
     assert_same_data(CATALOG)
+
+
+# -- tool parameter schemas: the plain ones skip jsonschema's meta-validation ------------------------------
+
+_SCHEMA_KEYS = ("type", "properties", "items", "additionalProperties", "required", "enum", "examples", "description",
+                "title", "format", "minLength", "maximum", "default", "pattern", "oneOf", "$ref", "uniqueItems")
+_ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2), st.sampled_from(
+    ["object", "string", "integer", "objekt", "x", "^(", ""]), st.lists(st.sampled_from(["string", "null", "a", "string"]), max_size=3))
+
+
+def _schemas() -> st.SearchStrategy:
+    return st.recursive(
+        st.one_of(st.booleans(), st.dictionaries(st.sampled_from(_SCHEMA_KEYS), _ANY_VALUE, max_size=4)),
+        lambda inner: st.one_of(
+            st.dictionaries(st.sampled_from(_SCHEMA_KEYS), st.one_of(_ANY_VALUE, inner), max_size=4),
+            st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(st.text(max_size=3), inner, max_size=3)})),
+        max_leaves=12)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=_schemas())
+def test_a_schema_the_fast_check_accepts_is_one_jsonschema_accepts(schema):
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    from otel_agent_eval.config.catalog import _surely_valid_schema
+
+    if _surely_valid_schema(schema):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            pytest.fail(f"the fast check accepted an invalid schema {schema!r}: {exc.message}")
+
+
+def test_plain_parameter_schemas_are_accepted_by_the_fast_check():
+    from otel_agent_eval.config.catalog import _surely_valid_schema
+
+    plain = {"type": "object", "properties": {"query": {"type": "string", "description": "what to look up", "minLength": 1},
+                                              "limit": {"type": ["integer", "null"], "maximum": 50, "default": 10},
+                                              "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}},
+             "required": ["query"], "additionalProperties": False}
+    assert _surely_valid_schema(plain)
+    assert not _surely_valid_schema({"type": "objekt"})  # jsonschema decides, and explains
+    assert not _surely_valid_schema({"type": "string", "pattern": "^("})  # regexes are jsonschema's to check
