@@ -19,11 +19,14 @@ from .core.scoring import CallScore
 if TYPE_CHECKING:
     from .offline.correctness_metric import DeterministicToolCorrectnessMetric
     from .offline.deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
+    from .offline.score import Report, score_traces
 
 _LAZY = {
     "DeterministicToolCorrectnessMetric": ".offline.correctness_metric",
     "ToolEfficiencyMetric": ".offline.deepeval_metrics",
     "ContextualComplexityMetric": ".offline.deepeval_metrics",
+    "score_traces": ".offline.score",
+    "Report": ".offline.score",
 }
 
 __all__ = [
@@ -36,11 +39,13 @@ __all__ = [
     "ContextualComplexityMetric",
     "DeterministicToolCorrectnessMetric",
     "LLMCall",
+    "Report",
     "RunEvaluation",
     "ToolCallRecord",
     "ToolEfficiencyMetric",
     "install",
     "load_catalog",
+    "score_traces",
     "tool_call_from_span",
 ]
 

@@ -1,4 +1,4 @@
-"""The `otel-agent-eval` command: inspect and check catalogs, run the demo.
+"""The `otel-agent-eval` command: inspect and check catalogs, score recorded traces, run the demo.
 
 Bad input ends with one line on stderr and exit code 2, never a traceback.
 """
@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", metavar="FILE")
     catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
 
+    from .score import add_score_arguments
+
+    score = commands.add_parser("score", help="score recorded OTLP traces; summary, --json, --junit; a CI gate (exit 0/1/2)",
+                                description="Score recorded OpenTelemetry traces (the Collector's file exporter output, "
+                                            "OTLP protobuf, .gz; files or directories) with the live processor's core. "
+                                            "Exit 0 if the gate passes, 1 if it fails, 2 on bad input.")
+    add_score_arguments(score)
+
     from .demo import DEFAULT_PORT, add_demo_arguments
 
     demo = commands.add_parser("demo", help=f"simulated agents emit real spans, scored live; /metrics on port {DEFAULT_PORT}",
@@ -77,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _catalog(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "score":
+            from .score import run_score
+
+            return run_score(args)
     except ValueError as exc:  # CatalogError and other bad values: one line, no traceback
         print(f"otel-agent-eval: {exc}", file=sys.stderr)
         return EXIT_USAGE

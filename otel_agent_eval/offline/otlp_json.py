@@ -1,0 +1,390 @@
+"""Recorded spans in JSON back into `ReadableSpan`s: OTLP/JSON requests, OTLP/JSON spans, and the SDK's `to_json()`.
+
+The Collector's `file` exporter writes one `ExportTraceServiceRequest` per line in OTLP/JSON:
+lowerCamelCase fields, trace and span ids as hex, times as decimal strings of nanoseconds,
+enums as numbers, attribute values as `AnyValue` objects. Protobuf's own JSON mapping
+(`MessageToJson`) differs only in base64 ids and enum names; both are read, as are
+snake_case field names. Each span is checked on its own: one bad span is skipped and
+counted (`SpanProblem`), its neighbours are kept.
+
+    >>> spans, problems = spans_of_record(json.loads(line))
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+
+__all__ = ["SpanProblem", "any_value", "attributes", "otlp_id", "otlp_span", "sdk_json_span", "spans_of_record",
+           "spans_of_request"]
+
+HAS_IS_REMOTE, IS_REMOTE = 0x100, 0x200  # OTLP SpanFlags: whether the parent is known remote, and whether it is
+MAX_DEPTH = 16  # nesting of array/kvlist attribute values read; deeper values are dropped as unreadable
+OTHER_SIGNALS = {"resourceMetrics": "metrics", "resource_metrics": "metrics", "resourceLogs": "logs",
+                 "resource_logs": "logs", "resourceProfiles": "profiles", "resource_profiles": "profiles"}
+
+# OTLP numbers its enums from UNSPECIFIED = 0; the SDK's SpanKind starts at INTERNAL = 0.
+KINDS = {0: SpanKind.INTERNAL, 1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER,
+         5: SpanKind.CONSUMER, "SPAN_KIND_UNSPECIFIED": SpanKind.INTERNAL, "SPAN_KIND_INTERNAL": SpanKind.INTERNAL,
+         "SPAN_KIND_SERVER": SpanKind.SERVER, "SPAN_KIND_CLIENT": SpanKind.CLIENT, "SPAN_KIND_PRODUCER": SpanKind.PRODUCER,
+         "SPAN_KIND_CONSUMER": SpanKind.CONSUMER}
+STATUS_CODES = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR, "STATUS_CODE_UNSET": StatusCode.UNSET,
+                "STATUS_CODE_OK": StatusCode.OK, "STATUS_CODE_ERROR": StatusCode.ERROR}
+UNSET = Status(StatusCode.UNSET)
+
+
+class SpanProblem(ValueError):
+    """Why one recorded span (or record) cannot be read; the span is skipped and counted."""
+
+
+def spans_of_record(record: Any) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of one JSON record (a request, a span, or an SDK `to_json()` span), and why any were skipped.
+
+    Raises `SpanProblem` when the record as a whole is not trace data.
+    """
+    if not isinstance(record, dict):
+        raise SpanProblem(f"a JSON {type(record).__name__}, not an object")
+    requests = _get(record, "resourceSpans", "resource_spans")
+    if requests is not None:
+        return spans_of_request(requests)
+    for key, signal in OTHER_SIGNALS.items():
+        if key in record:
+            raise SpanProblem(f"{signal} data, not traces")
+    if isinstance(record.get("context"), dict):  # ReadableSpan.to_json()
+        return _one(lambda: sdk_json_span(record))
+    if "traceId" in record or "trace_id" in record:  # one OTLP/JSON span per line
+        resource = record.get("resource")
+        return _one(lambda: otlp_span(record, _resource(resource) if isinstance(resource, dict) else EMPTY_RESOURCE, None))
+    keys = ", ".join(sorted(map(str, record))[:5]) or "none"
+    raise SpanProblem(f"not OTLP trace data (a JSON object with keys: {keys})")
+
+
+def spans_of_request(resource_spans: Any) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of an `ExportTraceServiceRequest`'s `resourceSpans`, each resource and scope shared by its spans."""
+    spans: list[ReadableSpan] = []
+    problems: list[str] = []
+    if not isinstance(resource_spans, list):
+        raise SpanProblem("resourceSpans is not a list")
+    for entry in resource_spans:
+        try:
+            resource = _resource(_get(entry, "resource") or {}, _get(entry, "schemaUrl", "schema_url"))
+            scopes = _get(entry, "scopeSpans", "scope_spans", "instrumentationLibrarySpans") or []
+        except (TypeError, ValueError, AttributeError) as exc:
+            problems.append(f"unreadable resource: {_why(exc)}")
+            continue
+        for scope_entry in scopes if isinstance(scopes, list) else ():
+            try:
+                scope = _scope(_get(scope_entry, "scope", "instrumentationLibrary"), _get(scope_entry, "schemaUrl", "schema_url"))
+                items = _get(scope_entry, "spans") or []
+            except (TypeError, ValueError, AttributeError) as exc:
+                problems.append(f"unreadable scope: {_why(exc)}")
+                continue
+            for item in items if isinstance(items, list) else ():
+                try:
+                    spans.append(otlp_span(item, resource, scope))
+                except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+                    problems.append(_why(exc))
+    return spans, problems
+
+
+def otlp_span(item: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None) -> ReadableSpan:
+    """One OTLP/JSON span object as a `ReadableSpan` (raises `SpanProblem` on ids or fields that cannot be read).
+
+    Hot: a million spans a minute is the aim, so the common spelling (lowerCamelCase) is
+    looked up first and the rarer ones only when it is missing.
+    """
+    get = item.get
+    trace_id = otlp_id(get("traceId") or get("trace_id"), 16, "traceId")
+    span_id = otlp_id(get("spanId") or get("span_id"), 8, "spanId")
+    flags = get("flags") or 0
+    if type(flags) is not int:
+        flags = _int(flags, "flags")
+    trace_state = get("traceState") or get("trace_state")
+    context = SpanContext(trace_id, span_id, False, _TRACE_FLAGS[flags & 0xFF],
+                          TraceState.from_header([trace_state]) if trace_state else None)
+    parent_id = get("parentSpanId") or get("parent_span_id")
+    parent = None
+    if parent_id:
+        # A parent in another process is remote (its span is a local root here): OTLP says so in `flags`
+        # (the SDK always sets it); without that bit it is taken as local, the OTLP default.
+        parent = SpanContext(trace_id, otlp_id(parent_id, 8, "parentSpanId"), flags & _REMOTE_BITS == _REMOTE_BITS)
+    name = get("name", "")
+    if type(name) is not str:
+        raise SpanProblem(f"span name is a {type(name).__name__}")
+    events, links, status = get("events"), get("links"), get("status")
+    return ReadableSpan(
+        name=name, context=context, parent=parent, resource=resource, attributes=attributes(get("attributes")),
+        events=tuple(_event(e) for e in events) if events else (),
+        links=tuple(_link(link) for link in links) if links else (),
+        kind=KINDS.get(get("kind", 0), SpanKind.INTERNAL),
+        status=_status(status) if status else UNSET,
+        start_time=_time(get("startTimeUnixNano") or get("start_time_unix_nano")),
+        end_time=_time(get("endTimeUnixNano") or get("end_time_unix_nano")),
+        instrumentation_scope=scope,
+    )
+
+
+_TRACE_FLAGS = [TraceFlags(i) for i in range(256)]
+_REMOTE_BITS = HAS_IS_REMOTE | IS_REMOTE
+
+
+def otlp_id(value: Any, size: int, field: str) -> int:
+    """A trace or span id: hex as OTLP/JSON writes it, or base64 as protobuf's JSON mapping does; never zero."""
+    if not isinstance(value, str) or not value:
+        raise SpanProblem(f"{field} missing")
+    try:
+        if len(value) == 2 * size:
+            number = int(value, 16)
+        else:
+            raw = base64.b64decode(value, validate=True)
+            if len(raw) != size:
+                raise ValueError
+            number = int.from_bytes(raw, "big")
+    except (ValueError, binascii.Error):
+        raise SpanProblem(f"{field} {value[:40]!r} is not a {size}-byte id in hex or base64") from None
+    if number == 0:
+        raise SpanProblem(f"{field} is all zeros (invalid)")
+    return number
+
+
+def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
+    """OTLP `KeyValue`s as a plain dict (the pipeline reads a dict fastest); later duplicates win."""
+    out: dict[str, Any] = {}
+    if not items:
+        return out
+    if not isinstance(items, list):
+        raise SpanProblem("attributes are not a list")
+    for kv in items:
+        key = kv.get("key")
+        if type(key) is not str:
+            continue
+        value = kv.get("value")
+        text = value.get("stringValue") if type(value) is dict else None  # the common case, without the dispatch
+        if type(text) is str:
+            out[key] = text
+            continue
+        value = any_value(value, depth)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def any_value(value: Any, depth: int = 0) -> Any:
+    """An OTLP `AnyValue` as the Python value the SDK holds (arrays as tuples, kvlists as dicts); None if empty."""
+    if not isinstance(value, dict) or not value:
+        return None
+    for key, raw in value.items():  # one key in a well-formed AnyValue
+        read = _VALUE_READERS.get(key)
+        if read is not None:
+            return read(raw, depth)
+    return None
+
+
+def _array(raw: Any, depth: int) -> tuple[Any, ...] | None:
+    if depth >= MAX_DEPTH or not isinstance(raw, dict):
+        return None
+    return tuple(v for v in (any_value(item, depth + 1) for item in raw.get("values") or ()) if v is not None)
+
+
+def _kvlist(raw: Any, depth: int) -> dict[str, Any] | None:
+    if depth >= MAX_DEPTH or not isinstance(raw, dict):
+        return None
+    return attributes(raw.get("values"), depth + 1)
+
+
+def _double(raw: Any, depth: int) -> float:
+    if isinstance(raw, str):  # protobuf JSON spells the non-finite ones "NaN", "Infinity", "-Infinity"
+        return float(raw)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise SpanProblem(f"doubleValue is a {type(raw).__name__}")
+    return float(raw)
+
+
+def _text(raw: Any, depth: int) -> str:
+    if not isinstance(raw, str):
+        raise SpanProblem(f"stringValue is a {type(raw).__name__}")
+    return raw
+
+
+def _bool(raw: Any, depth: int) -> bool:
+    if not isinstance(raw, bool):
+        raise SpanProblem(f"boolValue is a {type(raw).__name__}")
+    return raw
+
+
+def _bytes(raw: Any, depth: int) -> bytes:
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise SpanProblem("bytesValue is not base64") from None
+
+
+_VALUE_READERS: dict[str, Callable[[Any, int], Any]] = {
+    "stringValue": _text, "string_value": _text,
+    "intValue": lambda raw, depth: _int(raw, "intValue"), "int_value": lambda raw, depth: _int(raw, "int_value"),
+    "doubleValue": _double, "double_value": _double,
+    "boolValue": _bool, "bool_value": _bool,
+    "arrayValue": _array, "array_value": _array,
+    "kvlistValue": _kvlist, "kvlist_value": _kvlist,
+    "bytesValue": _bytes, "bytes_value": _bytes,
+}
+
+
+def _int(raw: Any, field: str) -> int:
+    """An int64 as OTLP/JSON writes it: a decimal string, or a JSON number."""
+    if isinstance(raw, bool):
+        raise SpanProblem(f"{field} is a bool")
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise SpanProblem(f"{field} {str(raw)[:40]!r} is not an integer") from None
+
+
+def _time(raw: Any) -> int | None:
+    """Nanoseconds since the epoch; None when absent (the pipeline counts such a span as malformed, like live)."""
+    if type(raw) is str and raw.isascii() and raw.isdigit():  # how OTLP/JSON writes an int64
+        return int(raw) or None
+    if not raw or raw == "0":
+        return None
+    return _int(raw, "time")
+
+
+def _status(raw: Any) -> Status:
+    if not raw:
+        return UNSET
+    code = STATUS_CODES.get(raw.get("code", 0), StatusCode.UNSET)
+    if code is StatusCode.ERROR:
+        message = raw.get("message")
+        return Status(code, message if isinstance(message, str) and message else None)
+    return UNSET if code is StatusCode.UNSET else Status(code)
+
+
+def _event(raw: Mapping[str, Any]) -> Event:
+    name = raw.get("name", "")
+    return Event(name if isinstance(name, str) else str(name), attributes(raw.get("attributes")),
+                 _time(_get(raw, "timeUnixNano", "time_unix_nano")))
+
+
+def _link(raw: Mapping[str, Any]) -> Link:
+    context = SpanContext(otlp_id(_get(raw, "traceId", "trace_id"), 16, "link traceId"),
+                          otlp_id(_get(raw, "spanId", "span_id"), 8, "link spanId"), is_remote=True)
+    return Link(context, attributes(raw.get("attributes")))
+
+
+EMPTY_RESOURCE = Resource({})
+
+
+def _resource(raw: Any, schema_url: Any = None) -> Resource:
+    if not isinstance(raw, dict):
+        raise SpanProblem("resource is not an object")
+    attrs = raw.get("attributes")
+    if isinstance(attrs, dict):  # the SDK's to_json() writes a plain object
+        return Resource(attrs, raw.get("schema_url") or None)
+    return Resource(attributes(attrs), schema_url if isinstance(schema_url, str) and schema_url else None)
+
+
+def _scope(raw: Any, schema_url: Any) -> InstrumentationScope | None:
+    if not raw:
+        return None
+    name = raw.get("name", "")
+    version = raw.get("version")
+    return InstrumentationScope(name if isinstance(name, str) else str(name), version if isinstance(version, str) and version else None,
+                                schema_url if isinstance(schema_url, str) and schema_url else None,
+                                attributes(raw.get("attributes")) or None)
+
+
+# -- the SDK's own JSON (`ReadableSpan.to_json()`, e.g. ConsoleSpanExporter), one span per line ----------------
+
+SDK_KINDS = {f"SpanKind.{kind.name}": kind for kind in SpanKind}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def sdk_json_span(record: Mapping[str, Any]) -> ReadableSpan:
+    """A span as `ReadableSpan.to_json()` writes it: hex ids with 0x, ISO times to the microsecond.
+
+    The SDK's JSON drops the nanoseconds and whether the parent was remote: durations are
+    read to the microsecond, and a parent is taken as local.
+    """
+    context = record["context"]
+    trace_id = _sdk_id(context.get("trace_id"), "trace_id")
+    span_id = _sdk_id(context.get("span_id"), "span_id")
+    parent_id = record.get("parent_id")
+    status = record.get("status") or {}
+    code = getattr(StatusCode, str(status.get("status_code", "UNSET")), StatusCode.UNSET)
+    resource = record.get("resource")
+    name = record.get("name", "")
+    attrs = record.get("attributes") or {}
+    if not isinstance(attrs, dict) or not isinstance(name, str):
+        raise SpanProblem("name or attributes of an unexpected type")
+    return ReadableSpan(
+        name=name,
+        context=SpanContext(trace_id, span_id, is_remote=False),
+        parent=SpanContext(trace_id, _sdk_id(parent_id, "parent_id"), is_remote=False) if parent_id else None,
+        resource=_resource(resource) if isinstance(resource, dict) else EMPTY_RESOURCE,
+        attributes={k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()},
+        events=tuple(Event(str(e.get("name", "")), e.get("attributes") or {}, _iso_ns(e.get("timestamp")))
+                     for e in record.get("events") or ()),
+        kind=SDK_KINDS.get(record.get("kind"), SpanKind.INTERNAL),
+        status=Status(code, status.get("description")) if code is StatusCode.ERROR else (UNSET if code is StatusCode.UNSET else Status(code)),
+        start_time=_iso_ns(record.get("start_time")),
+        end_time=_iso_ns(record.get("end_time")),
+    )
+
+
+def _sdk_id(value: Any, field: str) -> int:
+    try:
+        number = int(value, 16)
+    except (TypeError, ValueError):
+        raise SpanProblem(f"{field} {str(value)[:40]!r} is not a hex id") from None
+    if number <= 0:
+        raise SpanProblem(f"{field} is invalid")
+    return number
+
+
+def _iso_ns(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpanProblem(f"time {value[:40]!r} is not ISO 8601") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    delta = moment - _EPOCH
+    return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * 1_000
+
+
+# -- helpers -----------------------------------------------------------------------------------------------
+
+def _get(mapping: Any, *keys: str) -> Any:
+    """The first of `keys` present (lowerCamelCase first, then the proto field names)."""
+    for key in keys:
+        value = mapping.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _one(read: Callable[[], ReadableSpan]) -> tuple[list[ReadableSpan], list[str]]:
+    try:
+        return [read()], []
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        return [], [_why(exc)]
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SpanProblem):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"field {exc} missing"
+    return f"unexpected value ({type(exc).__name__}: {str(exc)[:120]})"
+

@@ -1,0 +1,359 @@
+"""Recorded OTLP trace files read back as a stream of `ReadableSpan`s, in bounded memory.
+
+Teams already hold traces: what the Collector's `file` exporter wrote, an OTLP export of a
+staging run, spans a CI job captured. Each file's format is found from its first bytes, not
+its name:
+
+- OTLP/JSON, one `ExportTraceServiceRequest` per line (the Collector `file` exporter's
+  default), or one OTLP/JSON span per line, or the SDK's `ReadableSpan.to_json()` per line;
+  a single pretty-printed JSON document of up to `MAX_DOCUMENT_BYTES` is read too;
+- OTLP protobuf: the Collector's `format: proto` (each message after a 4-byte big-endian
+  length), or one bare `ExportTraceServiceRequest` (an OTLP/HTTP body);
+- any of these gzip-compressed; `-` reads the standard input.
+
+Files are read a line or a message at a time. Bad input never raises: an unreadable line,
+message or span is skipped and counted, and each file with problems gets one `FileProblem`
+(its first problem, where, and how many there were).
+
+    >>> spans = RecordedSpans(["traces/"], on_problem=print)
+    >>> for span in spans: ...
+    >>> spans.stats.spans, spans.stats.spans_skipped
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Union
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from .otlp_json import SpanProblem, spans_of_record
+from .otlp_proto import spans_of_message
+
+__all__ = ["FileProblem", "ReadStats", "RecordedSpans", "TraceInputError", "trace_files"]
+
+MAX_LINE_BYTES = 256 * 2**20  # one JSON line (a Collector batch of 8,192 spans is ~20 MiB)
+MAX_MESSAGE_BYTES = 256 * 2**20  # one protobuf message
+MAX_DOCUMENT_BYTES = 64 * 2**20  # a pretty-printed (multi-line) JSON file, read whole
+GZIP_MAGIC, ZSTD_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+STDIN = "-"
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+class TraceInputError(ValueError):
+    """Input that cannot be scored at all (a path that does not exist, a directory with no files)."""
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    """The first problem of one file, where it is, and how many the file had (one line for people)."""
+
+    path: str
+    where: str | None  # "line 12", "message 3", or None for the whole file
+    message: str
+    count: int = 1
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.where.removeprefix('line ')}" if self.where and self.where.startswith("line ") else (
+            f"{self.path}: {self.where}" if self.where else self.path)
+        more = f" ({self.count - 1} more problem{'s' if self.count > 2 else ''} in this file)" if self.count > 1 else ""
+        return f"{where}: {self.message}{more}"
+
+
+@dataclass
+class ReadStats:
+    """What was read and what was skipped, over all files."""
+
+    files: int = 0
+    files_without_spans: int = 0  # empty, unreadable, or not trace data
+    spans: int = 0
+    spans_skipped: int = 0  # single spans that could not be read (their neighbours were)
+    records_skipped: int = 0  # whole lines or messages that could not be read
+    spans_duplicate: int = 0  # the same trace and span id again (the same file given twice): scored once
+    problems: list[FileProblem] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"files": self.files, "files_without_spans": self.files_without_spans, "spans_read": self.spans,
+                "spans_skipped": self.spans_skipped, "records_skipped": self.records_skipped,
+                "spans_duplicate": self.spans_duplicate,
+                "problems": [{"file": p.path, "where": p.where, "message": p.message, "count": p.count} for p in self.problems]}
+
+
+def trace_files(paths: PathArg | Iterable[PathArg]) -> list[Path]:
+    """Files to read: the files given, and the files under each directory given (sorted, hidden ones left out);
+    `-` is the standard input.
+
+    Raises `TraceInputError` for a path that does not exist or a directory without files:
+    a typo in a CI job must not pass as "nothing to score".
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        if str(given) == STDIN:
+            files.append(path)
+        elif path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            if not found:
+                raise TraceInputError(f"{path}: no files in this directory")
+            files += found
+        elif path.exists():
+            files.append(path)
+        else:
+            raise TraceInputError(f"{path}: no such file or directory")
+    if not files:
+        raise TraceInputError("no trace files given")
+    return files
+
+
+class _Problems:
+    """Problems of one file: the first is kept with where it happened; all are counted."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        self.first: tuple[str | None, str] | None = None
+        self.count = 0
+
+    def add(self, where: str | None, message: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = (where, message)
+
+    def summary(self) -> FileProblem | None:
+        if self.first is None:
+            return None
+        return FileProblem(self.path, self.first[0], self.first[1], self.count)
+
+
+class RecordedSpans:
+    """The spans of recorded trace files, one at a time, in file order; `stats` counts what was read.
+
+    `on_problem(FileProblem)` is called once for each file with problems, when the file is done.
+    """
+
+    def __init__(self, paths: PathArg | Iterable[PathArg], *, on_problem: Callable[[FileProblem], None] | None = None) -> None:
+        self.files = trace_files(paths)
+        self.on_problem = on_problem
+        self.stats = ReadStats()
+
+    def __iter__(self) -> Iterator[ReadableSpan]:
+        for path in self.files:
+            problems = _Problems(path)
+            before = self.stats.spans
+            self.stats.files += 1
+            yield from self._file(path, problems)
+            if self.stats.spans == before:
+                self.stats.files_without_spans += 1
+            problem = problems.summary()
+            if problem is not None:
+                self.stats.problems.append(problem)
+                if self.on_problem is not None:
+                    self.on_problem(problem)
+
+    # -- one file ------------------------------------------------------------------------
+
+    def _file(self, path: Path, problems: _Problems) -> Iterator[ReadableSpan]:
+        try:
+            raw = _stdin() if str(path) == STDIN else open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            problems.add(None, f"cannot read the file: {exc.strerror or exc}")
+            return
+        try:
+            stream: IO[bytes] = raw
+            head = _peek(raw, 8)
+            if head.startswith(GZIP_MAGIC):
+                stream = io.BufferedReader(gzip.GzipFile(fileobj=raw))  # type: ignore[arg-type]
+            yield from self._stream(stream, problems)
+        except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream, a read error
+            self.stats.records_skipped += 1
+            problems.add(None, f"cannot read further: {_short_error(exc)}")
+        finally:
+            raw.close()
+
+    def _stream(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        head = _peek(stream, 4096)
+        if not head:
+            problems.add(None, "empty file")
+            return
+        if head.startswith(ZSTD_MAGIC) or head[4:8] == ZSTD_MAGIC:
+            problems.add(None, "zstd-compressed (the Collector's `compression: zstd`), which is not read yet: "
+                               "decompress it first (zstd -d)")
+            return
+        first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+        if first in (b"{", b"[") or not first:
+            yield from self._json_lines(stream, problems)
+        elif head[:1] == b"\x0a":  # field 1 (resource_spans), length-delimited: a bare request
+            yield from self._bare_message(stream, problems)
+        elif head[0] < 0x10:  # the high byte of a 4-byte length (< 256 MiB): the Collector's `format: proto`
+            yield from self._framed_messages(stream, problems)
+        elif b"\n{" in head:  # JSON lines whose first line is damaged
+            yield from self._json_lines(stream, problems)
+        else:
+            problems.add(None, f"not OTLP trace data: neither JSON nor OTLP protobuf (starts with {head[:16]!r})")
+
+    def _json_lines(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        number, seen_record = 0, False
+        while True:
+            line = stream.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                _skip_rest_of_line(stream, line)
+                self.stats.records_skipped += 1
+                problems.add(f"line {number}", f"line longer than {MAX_LINE_BYTES // 2**20} MiB, skipped")
+                continue
+            if line.isspace():
+                continue
+            try:
+                text = line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                self.stats.records_skipped += 1
+                problems.add(f"line {number}", f"not UTF-8 text (byte {exc.start + 1} of the line)")
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as exc:
+                if not seen_record and text.strip() in ("{", "["):  # a pretty-printed document, not JSON lines
+                    yield from self._document(line, stream, problems)
+                    return
+                self.stats.records_skipped += 1
+                problems.add(f"line {number}", _json_problem(text, exc, line.endswith(b"\n")))
+                continue
+            except RecursionError:
+                self.stats.records_skipped += 1
+                problems.add(f"line {number}", "JSON nested too deeply")
+                continue
+            seen_record = True
+            yield from self._records(record, f"line {number}", problems)
+
+    def _document(self, first_line: bytes, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        data = first_line + stream.read(MAX_DOCUMENT_BYTES)
+        if stream.read(1):
+            self.stats.records_skipped += 1
+            problems.add(None, f"a multi-line JSON document over {MAX_DOCUMENT_BYTES // 2**20} MiB: write one request per "
+                               "line (as the Collector's file exporter does)")
+            return
+        try:
+            record = json.loads(data.decode("utf-8-sig"))
+        except UnicodeDecodeError as exc:
+            self.stats.records_skipped += 1
+            problems.add(None, f"not UTF-8 text (byte {exc.start + 1})")
+            return
+        except (json.JSONDecodeError, RecursionError) as exc:
+            self.stats.records_skipped += 1
+            message = _json_problem(data.decode("utf-8-sig"), exc, True) if isinstance(exc, json.JSONDecodeError) else "JSON nested too deeply"
+            where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else None
+            problems.add(where, message)
+            return
+        yield from self._records(record, None, problems)
+
+    def _records(self, record: object, where: str | None, problems: _Problems) -> Iterator[ReadableSpan]:
+        for item in record if isinstance(record, list) else (record,):
+            try:
+                spans, skipped = spans_of_record(item)
+            except Exception as exc:  # noqa: BLE001 - whatever a record holds, the next one is read
+                self.stats.records_skipped += 1
+                problems.add(where, _unreadable(exc))
+                continue
+            yield from self._counted(spans, skipped, where, problems)
+
+    def _bare_message(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        data = stream.read(MAX_MESSAGE_BYTES + 1)
+        if len(data) > MAX_MESSAGE_BYTES:
+            self.stats.records_skipped += 1
+            problems.add(None, f"a protobuf message over {MAX_MESSAGE_BYTES // 2**20} MiB")
+            return
+        yield from self._message(data, None, problems)
+
+    def _framed_messages(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        number = 0
+        while True:
+            header = stream.read(4)
+            if not header:
+                return
+            number += 1
+            where = f"message {number}"
+            if len(header) < 4:
+                self.stats.records_skipped += 1
+                problems.add(where, "truncated: the file ends inside a length prefix")
+                return
+            size = int.from_bytes(header, "big")
+            if size > MAX_MESSAGE_BYTES:
+                self.stats.records_skipped += 1
+                problems.add(where, f"length prefix says {size} bytes: not a length-prefixed OTLP protobuf file, "
+                                    "or corrupt here; the rest of the file is skipped")
+                return
+            data = stream.read(size)
+            if len(data) < size:
+                self.stats.records_skipped += 1
+                problems.add(where, f"truncated: the file ends after {len(data)} of the message's {size} bytes "
+                                    "(or this is not length-prefixed OTLP protobuf)")
+                return
+            yield from self._message(data, where, problems)
+
+    def _message(self, data: bytes, where: str | None, problems: _Problems) -> Iterator[ReadableSpan]:
+        try:
+            spans, skipped = spans_of_message(data)
+        except Exception as exc:  # noqa: BLE001 - whatever a message holds, the next one is read
+            self.stats.records_skipped += 1
+            problems.add(where, _unreadable(exc))
+            return
+        yield from self._counted(spans, skipped, where, problems)
+
+    def _counted(self, spans: list[ReadableSpan], skipped: list[str], where: str | None, problems: _Problems) -> list[ReadableSpan]:
+        if skipped:
+            self.stats.spans_skipped += len(skipped)
+            for reason in skipped:
+                problems.add(where, f"span skipped: {reason}")
+        self.stats.spans += len(spans)
+        return spans
+
+
+def _stdin() -> IO[bytes]:
+    """The standard input as a binary stream that can peek (closing it leaves the process's stdin open)."""
+    return io.BufferedReader(io.FileIO(os.dup(sys.stdin.fileno()), "rb"))
+
+
+def _peek(stream: IO[bytes], size: int) -> bytes:
+    """The first `size` bytes without consuming them (every stream here is a BufferedReader)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        raise OSError("stream cannot peek")
+    return peek(size)[:size]
+
+
+def _skip_rest_of_line(stream: IO[bytes], chunk: bytes) -> None:
+    while not chunk.endswith(b"\n"):
+        chunk = stream.readline(MAX_LINE_BYTES)
+        if not chunk:
+            return
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError, complete_line: bool) -> str:
+    """Truncated (the record stops mid-way, as when a writer was killed) or otherwise invalid JSON."""
+    if exc.pos >= len(text.rstrip()) or not complete_line:
+        return f"truncated JSON: the record ends early ({exc.msg})"
+    return f"not valid JSON: {exc.msg} at column {exc.colno}"
+
+
+def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, SpanProblem):
+        return str(exc)
+    return f"unreadable record ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, EOFError):
+        return f"the compressed stream ends early ({text})"
+    return text[:200]

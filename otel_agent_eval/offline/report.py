@@ -1,0 +1,243 @@
+"""What scoring recorded traces found, per agent and task and per tool: the `Report` of `score_traces`.
+
+`ReportBuilder` is fed by the pipeline's own callbacks (`on_call(record, score)`,
+`on_run(run)`), so every figure comes from the scores the live processor would give. Memory
+does not grow with the number of spans: per (agent, task, tool) a few sums and a latency
+sketch (the live summary's estimator, within 0.5 % of the exact nearest-rank quantile).
+
+    >>> builder = ReportBuilder(catalog, environment="staging")
+    >>> pipeline, _ = build_pipeline(catalog, registry=None, on_call=builder.call, on_run=builder.run)
+    >>> report = builder.build(stats)
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ..config.catalog import Catalog, Thresholds
+from ..core.recognize import ToolCallRecord
+from ..core.runs import AgentRun
+from ..core.scoring import ERROR, SUBOPTIMAL, CallScore
+from ..metrics.window import SlidingQuantiles
+from .recorded import ReadStats
+
+__all__ = ["GroupSummary", "PoorChoice", "Report", "ReportBuilder", "ToolSummary"]
+
+MAX_AGENTS = 1_000  # distinct agent names reported; more are summed under OTHER
+OTHER = "_other_"
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class ToolSummary:
+    """One tool as used by one agent for one task."""
+
+    agent: str
+    task: str
+    tool: str
+    optimal_tool: str
+    known: bool  # in the catalog
+    calls: int
+    errors: int
+    efficiency: float  # mean per-call efficiency, 0-1 (the catalog's, as live)
+    wasted_usd: float  # sum of the calls' excess cost over the optimal tool
+    cost_usd: float
+    p50_s: float | None
+    p95_s: float | None
+    p99_s: float | None
+    slo_violations: int
+    outcomes: dict[str, int]
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One agent on one task: its calls (over all tools) and its runs."""
+
+    agent: str  # "" when no agent was recognised
+    task: str  # "" when no task route matched
+    calls: int
+    efficiency: float | None  # mean over the calls; None without calls
+    wasted_usd: float
+    runs: int
+    completed: int
+    completion: float | None  # completed / runs
+    cost_per_run_usd: float | None  # tools and priced LLM tokens
+    health: float | None  # mean run health, 0-100
+    correctness: float | None  # mean tool correctness of runs with expected tools
+    duration_s: float | None  # mean run duration
+    runs_closed_early: int  # runs whose root span never came (closed by TTL, capacity or end of input)
+    tools: tuple[ToolSummary, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.agent or '(no agent)'}/{self.task or '(unrouted)'}"
+
+
+@dataclass(frozen=True)
+class PoorChoice:
+    """A suboptimal tool used where the catalog names a better one, and what it cost."""
+
+    task: str
+    tool: str
+    optimal_tool: str
+    calls: int
+    wasted_usd: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """Scores of recorded traces, per agent and task; `to_dict()` for JSON."""
+
+    groups: tuple[GroupSummary, ...]
+    poor_choices: tuple[PoorChoice, ...]
+    inputs: ReadStats
+    catalog: str
+    environment: str
+    thresholds: Thresholds
+    calls: int
+    runs: int
+
+    @property
+    def wasted_usd(self) -> float:
+        return math.fsum(g.wasted_usd for g in self.groups)
+
+    def group(self, agent: str, task: str) -> GroupSummary | None:
+        return next((g for g in self.groups if g.agent == agent and g.task == task), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "catalog": self.catalog,
+            "environment": self.environment,
+            "thresholds": {"warn": self.thresholds.warn, "fail": self.thresholds.fail},
+            "inputs": self.inputs.as_dict(),
+            "totals": {"tool_calls": self.calls, "runs": self.runs, "wasted_usd": self.wasted_usd},
+            "groups": [_group_dict(g) for g in self.groups],
+            "poor_choices": [vars(p) for p in self.poor_choices],
+        }
+
+
+def _group_dict(group: GroupSummary) -> dict[str, Any]:
+    data = {k: v for k, v in vars(group).items() if k != "tools"}
+    data["tools"] = [dict(vars(t)) for t in group.tools]
+    return data
+
+
+class _ToolAcc:
+    __slots__ = ("optimal_tool", "known", "calls", "errors", "efficiency", "wasted", "cost", "latency", "slo", "outcomes")
+
+    def __init__(self, score: CallScore) -> None:
+        self.optimal_tool, self.known = score.static.optimal_tool, score.static.known
+        self.calls = self.errors = self.slo = 0
+        self.efficiency = self.wasted = self.cost = 0.0
+        self.latency = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all calls
+        self.outcomes: Counter[str] = Counter()
+
+
+class _RunAcc:
+    __slots__ = ("runs", "completed", "cost", "health", "correctness", "correctness_runs", "duration", "duration_runs", "early")
+
+    def __init__(self) -> None:
+        self.runs = self.completed = self.correctness_runs = self.duration_runs = self.early = 0
+        self.cost = self.health = self.correctness = self.duration = 0.0
+
+
+def _never() -> float:
+    return 0.0
+
+
+class ReportBuilder:
+    """Accumulates scored calls and evaluated runs (the pipeline's callbacks) into a `Report`."""
+
+    def __init__(self, catalog: Catalog, environment: str | None = None) -> None:
+        self.catalog = catalog
+        self.environment = environment
+        self.calls = self.runs = 0
+        self._tools: dict[tuple[str, str, str], _ToolAcc] = {}  # by (agent, task, tool)
+        self._runs: dict[tuple[str, str], _RunAcc] = {}  # by (agent, task)
+        self._poor: dict[tuple[str, str, str], list[float]] = {}  # (task, tool, optimal tool) -> [calls, wasted]
+        self._agents: set[str] = set()
+
+    def call(self, record: ToolCallRecord, score: CallScore) -> None:
+        static = score.static
+        key = (self._agent(record.agent), static.task, static.tool)
+        acc = self._tools.get(key)
+        if acc is None:
+            acc = self._tools[key] = _ToolAcc(score)
+        self.calls += 1
+        acc.calls += 1
+        acc.errors += score.outcome == ERROR
+        acc.efficiency += static.efficiency
+        acc.wasted += static.excess_cost_usd
+        acc.cost += static.cost_usd
+        acc.slo += score.slo_exceeded
+        acc.outcomes[score.outcome] += 1
+        if score.duration_s is not None:
+            acc.latency.observe(score.duration_s)
+        if static.outcome == SUBOPTIMAL:  # the choice was poor, whether or not the call then failed
+            poor = self._poor.setdefault((static.task, static.tool, static.optimal_tool), [0, 0.0])
+            poor[0] += 1
+            poor[1] += static.excess_cost_usd
+
+    def run(self, run: AgentRun) -> None:
+        evaluation = run.evaluation
+        if evaluation is None:
+            return
+        key = (self._agent(run.agent), run.task)
+        acc = self._runs.get(key)
+        if acc is None:
+            acc = self._runs[key] = _RunAcc()
+        self.runs += 1
+        acc.runs += 1
+        acc.completed += evaluation.completed
+        acc.cost += evaluation.cost_usd
+        acc.health += evaluation.health
+        acc.early += run.closed_by != "end"
+        if evaluation.tool_correctness is not None:
+            acc.correctness += evaluation.tool_correctness
+            acc.correctness_runs += 1
+        if evaluation.duration_s is not None:
+            acc.duration += evaluation.duration_s
+            acc.duration_runs += 1
+
+    def _agent(self, agent: str | None) -> str:
+        if not agent:
+            return ""
+        if agent in self._agents:
+            return agent
+        if len(self._agents) >= MAX_AGENTS:
+            return OTHER
+        self._agents.add(agent)
+        return agent
+
+    def build(self, inputs: ReadStats) -> Report:
+        tools_by_group: dict[tuple[str, str], list[ToolSummary]] = {}
+        for (agent, task, tool), acc in self._tools.items():
+            quantiles = acc.latency.quantiles(QUANTILES) if acc.latency.count else [math.nan] * 3
+            p50, p95, p99 = (None if math.isnan(q) else q for q in quantiles)
+            tools_by_group.setdefault((agent, task), []).append(ToolSummary(
+                agent=agent, task=task, tool=tool, optimal_tool=acc.optimal_tool, known=acc.known, calls=acc.calls,
+                errors=acc.errors, efficiency=acc.efficiency / acc.calls, wasted_usd=acc.wasted, cost_usd=acc.cost,
+                p50_s=p50, p95_s=p95, p99_s=p99, slo_violations=acc.slo, outcomes=dict(acc.outcomes)))
+        groups = []
+        for key in sorted({*tools_by_group, *self._runs}):
+            tools = sorted(tools_by_group.get(key, ()), key=lambda t: (-t.wasted_usd, -t.calls, t.tool))
+            calls = sum(t.calls for t in tools)
+            runs = self._runs.get(key) or _RunAcc()
+            groups.append(GroupSummary(
+                agent=key[0], task=key[1], calls=calls,
+                efficiency=math.fsum(t.efficiency * t.calls for t in tools) / calls if calls else None,
+                wasted_usd=math.fsum(t.wasted_usd for t in tools), runs=runs.runs, completed=runs.completed,
+                completion=runs.completed / runs.runs if runs.runs else None,
+                cost_per_run_usd=runs.cost / runs.runs if runs.runs else None,
+                health=runs.health / runs.runs if runs.runs else None,
+                correctness=runs.correctness / runs.correctness_runs if runs.correctness_runs else None,
+                duration_s=runs.duration / runs.duration_runs if runs.duration_runs else None,
+                runs_closed_early=runs.early, tools=tuple(tools)))
+        poor = sorted((PoorChoice(task, tool, optimal, int(n), usd) for (task, tool, optimal), (n, usd) in self._poor.items()),
+                      key=lambda p: (-p.wasted_usd, -p.calls, p.task, p.tool))
+        return Report(groups=tuple(groups), poor_choices=tuple(poor), inputs=inputs, catalog=self.catalog.source,
+                      environment=self.environment or self.catalog.default_environment,
+                      thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs)
+

@@ -1,0 +1,176 @@
+"""Score recorded traces with the live evaluation core: `score_traces(paths) -> Report`.
+
+The spans go through the very `Pipeline` the span processor runs, built by the same
+`build_pipeline` with `sees_starts=False`, as the zero-code exporter builds it: a tool span
+whose agent is not known yet waits for its agent span or its trace's root.
+
+A file is replayed as the live app ran: spans are put back in time order within a window
+of `reorder_spans` spans (the Collector groups a batch by resource and scope, so a root can
+be written before its children), and each agent span's start is replayed too, at its start
+time, as the processor's `on_start` hint. The hints matter: without them an agent span that
+only wraps other agent runs (OpenInference's and OpenLLMetry's "Agent workflow" roots)
+counts as a run of its own, which live it does not. The run tracker's clock is the
+recorded time, so a trace whose root never ended closes after the same TTL as live.
+
+    >>> report = score_traces("traces.json", environment="staging")
+    >>> [(g.name, round(g.efficiency, 2)) for g in report.groups]
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from prometheus_client import CollectorRegistry
+
+from ..config.catalog import Catalog, PathLike, load_catalog
+from ..core.pipeline import Pipeline
+from ..core.recognize import ToolCallRecord, agent_name_of, attribute_dict
+from ..core.runs import AgentRun
+from ..core.scoring import CallScore
+from ..otel.wiring import build_pipeline
+from .recorded import FileProblem, PathArg, ReadStats, RecordedSpans
+from .report import Report, ReportBuilder
+
+__all__ = ["DEFAULT_REORDER_SPANS", "RecordedClock", "in_replay_order", "score_traces", "without_duplicates"]
+
+DEFAULT_REORDER_SPANS = 10_000
+DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
+_END, _START = 0, 1  # at the same instant, spans end before others start
+
+
+def score_traces(
+    paths: PathArg | Iterable[PathArg],
+    catalog: Catalog | PathLike | None = None,
+    *,
+    profile: str | None = None,
+    environment: str | None = None,
+    registry: CollectorRegistry | None = None,
+    on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
+    on_run: Callable[[AgentRun], None] | None = None,
+    on_problem: Callable[[FileProblem], None] | None = None,
+    reorder_spans: int = DEFAULT_REORDER_SPANS,
+    **options: Any,
+) -> Report:
+    """Score the spans of recorded OTLP files (or directories of them) against `catalog`.
+
+    `registry` receives the same Prometheus series the live processor exposes; `on_call`
+    and `on_run` see every scored call and evaluated run; `on_problem` gets one line per
+    file with unreadable input (also in `report.inputs`). Other options are those of
+    `build_pipeline` (e.g. `run_validator`, `max_open_traces`, `run_ttl_s`).
+
+    Raises `TraceInputError` for paths that do not exist, `CatalogError` for a broken
+    catalog and `ValueError` for an unknown profile or environment; bad trace data is
+    skipped and counted, never raised.
+    """
+    loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    spans = RecordedSpans(paths, on_problem=on_problem)
+    builder = ReportBuilder(loaded, environment)
+    clock = RecordedClock()
+    pipeline, metrics = build_pipeline(
+        loaded, registry=registry, profile=profile, environment=environment, enrich=False,
+        on_call=_both(builder.call, on_call), on_run=_both(builder.run, on_run), sees_starts=False, clock=clock, **options)
+    ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
+    for span, agent in in_replay_order(without_duplicates(spans, spans.stats), _agent_of(pipeline), reorder_spans):
+        if agent is None:
+            clock.advance(span.end_time)
+            seen()
+            ended(span)
+        else:
+            clock.advance(span.start_time)
+            started(span, agent)
+    pipeline.close_all()
+    metrics.close()  # its series stay readable in `registry` until another scorer takes it over
+    return builder.build(spans.stats)
+
+
+def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableSpan], str | None],
+                    window: int = DEFAULT_REORDER_SPANS) -> Iterator[tuple[ReadableSpan, str | None]]:
+    """What a live processor saw, in time order: `(span, None)` when a span ended, `(span, agent)` when an
+    agent span (`agent_of(span)` is its name) started. Sorted within a window of `window` such events.
+
+    At one instant, spans end before others start; of spans ending together, the one that
+    started later (a child) ends first; of agents starting together, the one that ends later
+    (the parent) starts first. `window=0` keeps file order (and replays no starts).
+    """
+    if window <= 0:
+        yield from ((span, None) for span in spans)
+        return
+    heap: list[tuple[int, int, int, int, ReadableSpan, str | None]] = []
+    push, pop = heapq.heappush, heapq.heappop
+    for seq, span in enumerate(spans):
+        end, start = span.end_time, span.start_time
+        end = end if type(end) is int else 0
+        start = start if type(start) is int else 0
+        push(heap, (end, _END, -start, seq, span, None))
+        agent = agent_of(span)
+        if agent is not None:
+            push(heap, (start, _START, -end, seq, span, agent))
+        while len(heap) > window:
+            item = pop(heap)
+            yield item[4], item[5]
+    while heap:
+        item = pop(heap)
+        yield item[4], item[5]
+
+
+def without_duplicates(spans: Iterable[ReadableSpan], stats: ReadStats, memory: int = DEDUPLICATE_SPANS) -> Iterator[ReadableSpan]:
+    """`spans` less repeats of a (trace id, span id) among the last `memory` spans (counted in `stats`).
+
+    The same file given twice, or overlapping exports, would otherwise count calls twice,
+    and the second copy of a run's root would find its run already closed.
+    """
+    seen: set[int] = set()
+    order: deque[int] = deque()  # not a dict popped from the front: its iteration would crawl over the holes
+    for span in spans:
+        context = span.context
+        key = context.trace_id << 64 | context.span_id
+        if key in seen:
+            stats.spans_duplicate += 1
+            continue
+        seen.add(key)
+        order.append(key)
+        if len(order) > memory:
+            seen.discard(order.popleft())
+        yield span
+
+
+class RecordedClock:
+    """The run tracker's clock during a replay: the latest recorded time seen, in seconds (never goes back)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def advance(self, time_ns: int | None) -> None:
+        if type(time_ns) is int and time_ns / 1e9 > self.now:
+            self.now = time_ns / 1e9
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _agent_of(pipeline: Pipeline) -> Callable[[ReadableSpan], str | None]:
+    """The agent name an agent span announces when it starts, as the processor's `on_start` reads it."""
+    is_typed = pipeline.is_typed
+
+    def agent_of(span: ReadableSpan) -> str | None:
+        attrs = attribute_dict(span)
+        return agent_name_of(attrs, span.name) if is_typed(attrs) else None
+
+    return agent_of
+
+
+def _both(first: Callable[..., None], second: Callable[..., None] | None) -> Callable[..., None]:
+    """The report's callback, then the caller's (whose exceptions the pipeline counts, as live)."""
+    if second is None:
+        return first
+
+    def both(*args: Any) -> None:
+        first(*args)
+        second(*args)
+
+    return both

@@ -1,0 +1,105 @@
+"""`otel-agent-eval score FILES...`: score recorded traces, print a summary, gate CI on it.
+
+Exit codes: 0 the gate passed, 1 it failed (one line per failing check on stderr), 2 bad
+input (a missing path, a broken catalog, nothing readable; with --strict also any skipped
+record). Unreadable parts of a file are skipped with one line per file on stderr. Output
+files are written whole or not at all (a temporary file, then a rename).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..config.catalog import load_catalog
+from ..config.settings import Settings
+from ..offline.gate import GATE_METRICS, evaluate_gate, parse_fail_under
+from ..offline.score import score_traces
+
+__all__ = ["add_score_arguments", "run_score", "write_atomically"]
+
+EXIT_GATE_FAILED, EXIT_BAD_INPUT = 1, 2
+PREFIX = "otel-agent-eval"
+
+
+def add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="OTLP trace files (JSON lines as the Collector's file exporter writes, protobuf, .gz), directories, or - for stdin")
+    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
+    parser.add_argument("--environment", metavar="ENV",
+                        help="threshold set of the catalog (default: $OTEL_AGENT_EVAL_ENVIRONMENT, else the catalog's default)")
+    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task")
+    parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
+                        help=f"fail the gate when a group's METRIC is below VALUE; METRIC: {', '.join(GATE_METRICS)} "
+                             "(efficiency defaults to the catalog's fail level); repeat for several")
+    parser.add_argument("--strict", action="store_true", help="exit 2 when any record or span had to be skipped")
+
+
+def run_score(args: argparse.Namespace) -> int:
+    """The command; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
+    fail_under = parse_fail_under(args.fail_under)
+    junit = Path(args.junit) if args.junit else None
+    if junit is not None and not junit.parent.is_dir():
+        raise ValueError(f"--junit {args.junit}: the directory {junit.parent} does not exist")
+    settings = Settings.from_env()
+    catalog = load_catalog(args.catalog or settings.catalog)
+    report = score_traces(args.files, catalog, profile=args.profile or settings.profile,
+                          environment=args.environment or settings.environment,
+                          on_problem=lambda problem: _error(str(problem)))
+    inputs = report.inputs
+    if inputs.spans == 0:
+        _error(f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}")
+        return EXIT_BAD_INPUT
+    if report.calls == 0 and report.runs == 0:
+        _error(f"no tool calls or agent runs in {inputs.spans:,} spans: none follows the GenAI, OpenInference or OpenLLMetry "
+               "conventions (or the catalog's attribute_mapping)")
+        return EXIT_BAD_INPUT
+
+    gate = evaluate_gate(report, fail_under)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "gate": gate.to_dict()}, indent=2, allow_nan=False))
+    else:
+        from .score_table import render_summary
+
+        print(render_summary(report, gate))
+    if junit is not None:
+        from .junit import junit_xml
+
+        try:
+            write_atomically(junit, junit_xml(report, gate))
+        except OSError as exc:
+            _error(f"--junit {junit}: cannot write: {exc.strerror or exc}")
+            return EXIT_BAD_INPUT
+    for check in gate.failed:
+        _error(f"gate failed: {check}")
+    skipped = inputs.records_skipped + inputs.spans_skipped
+    if args.strict and (skipped or inputs.files_without_spans):
+        _error(f"--strict: {skipped:,} records or spans skipped, {inputs.files_without_spans} files without spans")
+        return EXIT_BAD_INPUT
+    return 0 if gate.passed else EXIT_GATE_FAILED
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: a temporary file beside it, then a rename over it."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _error(message: str) -> None:
+    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)

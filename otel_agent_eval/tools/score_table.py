@@ -1,0 +1,96 @@
+"""The terminal summary of `otel-agent-eval score`: per agent and task, per tool, the poorest tool choices, the gate."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..offline.gate import GateResult
+from ..offline.report import Report
+
+__all__ = ["render_summary"]
+
+TOP_CHOICES = 10
+
+
+def render_summary(report: Report, gate: GateResult) -> str:
+    inputs, t = report.inputs, report.thresholds
+    skipped = inputs.spans_skipped + inputs.records_skipped
+    notes = [f"{skipped:,} unreadable records or spans skipped"] if skipped else []
+    if inputs.spans_duplicate:
+        notes.append(f"{inputs.spans_duplicate:,} repeated spans scored once")
+    lines = [
+        f"Scored {report.calls:,} tool calls and {report.runs:,} agent runs from {inputs.spans:,} spans in {inputs.files:,} "
+        f"file{'s' if inputs.files != 1 else ''}" + (f" ({'; '.join(notes)})" if notes else "") + ".",
+        f"Catalog {report.catalog}; environment {report.environment}: efficiency warns below {t.warn:g}, fails below {t.fail:g}.",
+        "",
+    ]
+    verdicts = {}
+    for group in report.groups:
+        checks = gate.for_group(group.name)
+        verdicts[group.name] = ("FAIL" if any(c.level == "fail" and not c.passed for c in checks)
+                                else "warn" if any(not c.passed for c in checks) else "pass" if checks else "-")
+    lines += _table(
+        ["agent", "task", "runs", "completed", "cost/run", "health", "calls", "efficiency", "wasted", "gate"],
+        [[g.agent or "-", g.task or "-", _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), _float(g.health, 0),
+          _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
+        right=range(2, 9))
+    tools = [t for g in report.groups for t in g.tools]
+    if tools:
+        lines += [""] + _table(
+            ["agent", "task", "tool", "calls", "errors", "efficiency", "wasted", "p50", "p95", "p99", "over SLO", "optimal tool"],
+            [[t.agent or "-", t.task or "-", t.tool + ("" if t.known else " (unknown)"), _int(t.calls), _int(t.errors),
+              _float(t.efficiency, 2), _usd(t.wasted_usd), _seconds(t.p50_s), _seconds(t.p95_s), _seconds(t.p99_s),
+              _int(t.slo_violations), t.optimal_tool or "-"] for t in tools],
+            right=range(3, 11))
+    if report.poor_choices:
+        lines += ["", "Poorest tool choices (suboptimal tool -> the catalog's optimal tool):"]
+        lines += _table(["task", "tool", "", "optimal tool", "calls", "wasted"],
+                        [[p.task or "-", p.tool, "->", p.optimal_tool, _int(p.calls), _usd(p.wasted_usd)]
+                         for p in report.poor_choices[:TOP_CHOICES]], right=(4, 5), indent="  ")
+    early = sum(g.runs_closed_early for g in report.groups)
+    if early:
+        lines += ["", f"{early:,} runs were closed without their root span (it was not in the input, or came too late)."]
+    lines += ["", _gate_line(gate)]
+    return "\n".join(lines)
+
+
+def _gate_line(gate: GateResult) -> str:
+    groups = {c.group for c in gate.checks}
+    if not gate.checks:
+        return "Gate: nothing to check (no group has tool calls or a metric given to --fail-under)."
+    failed = {c.group for c in gate.failed}
+    if failed:
+        return f"Gate: FAILED for {len(failed)} of {len(groups)} agent/task groups."
+    warned = {c.group for c in gate.warnings}
+    return f"Gate: passed ({len(groups)} agent/task groups" + (f", {len(warned)} with warnings)." if warned else ").")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (), indent: str = "") -> list[str]:
+    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    right = set(right)
+
+    def line(cells: Sequence[str]) -> str:
+        return indent + "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(headers), *(line(row) for row in rows)]
+
+
+def _int(value: int) -> str:
+    return f"{value:,}"
+
+
+def _float(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
