@@ -401,7 +401,7 @@ MANY_MESSAGES = [
     "5: tools.fetch: duplicate key (first on line 4); YAML would silently keep only the last one",
     "7: tasks.faq.profile: unknown profile 'thrifty'; known: balanced, cost_critical, latency_critical",
     "7: tasks.faq.optimal_tool: unknown tool 'web_search'; known tools: search, on, fetch",
-    "8: colour: unknown key; expected one of: version, default_profile, default_environment, tools, profiles, thresholds, tasks, models, attribute_mapping",
+    "8: colour: unknown key; expected one of: version, default_profile, default_environment, tools, profiles, thresholds, tasks, models, attribute_mapping, ignore_tools",
 ]
 
 

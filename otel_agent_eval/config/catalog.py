@@ -47,6 +47,13 @@ from yaml.scanner import Scanner
 COMPLEXITY_TIERS = ("simple", "moderate", "advanced")
 ENVIRONMENTS = ("development", "staging", "production")
 DEFAULT_CATALOG_NAME = "default_catalog.yaml"
+# Framework-internal tools, no tool calls of the agent: smolagents' agents end every run by calling
+# `final_answer`. A catalog's own `ignore_tools` replaces this list (`ignore_tools: []` scores them all).
+DEFAULT_IGNORE_TOOLS: frozenset[str] = frozenset({"final_answer"})
+# How frameworks qualify a tool's name with its plugin or toolset: semantic-kernel `plugin-function`.
+# A name the catalog does not know is looked up again without its qualifier (`support-local_index`
+# is `local_index`); the qualifier is one word of letters, digits and `_`.
+_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9_]+-(.+)\Z")
 
 MAX_CATALOG_BYTES = 8 * 2**20  # a 10,000-tool catalog is about 1 MiB
 MAX_CATALOG_DEPTH = 64  # nesting levels, aliases expanded; the schema itself needs 5
@@ -142,7 +149,7 @@ CATALOG_SCHEMA: dict[str, Any] = {
                     "latency_slo_ms": {"type": "number", "exclusiveMinimum": 0},
                     "capabilities": {**_NAMES, "minItems": 1},
                     "complexity": {"enum": list(COMPLEXITY_TIERS)},
-                    "aliases": _NAMES,
+                    "aliases": {**_NAMES, "description": "Other names the tool is called by (in spans and in task routes)."},
                     "parameters": {"type": "object", "description": "JSON Schema of the arguments."},
                 },
             },
@@ -209,6 +216,10 @@ CATALOG_SCHEMA: dict[str, Any] = {
                 for key in ("tool_name", "arguments", "result", "call_id", "agent_name")
             },
         },
+        "ignore_tools": {
+            **_NAMES,
+            "description": "Framework-internal tools whose calls are not scored (default: [final_answer]).",
+        },
     },
 }
 
@@ -267,7 +278,7 @@ class TaskRoute:
             value = lookup(key)
             if value is None:
                 return False
-            text = str(value)
+            text = value if type(value) is str else str.__str__(value) if isinstance(value, str) else str(value)  # an enum by its value
             if not any(text == p or fnmatch.fnmatchcase(text, p) for p in patterns):
                 return False
         return True
@@ -301,13 +312,27 @@ class Catalog:
     models: Mapping[str, ModelPrice] = field(default_factory=dict)
     attribute_mapping: AttributeMapping | None = None
     source: str = "<memory>"
+    ignore_tools: frozenset[str] = DEFAULT_IGNORE_TOOLS
     _by_alias: Mapping[str, Tool] = field(default_factory=dict, repr=False, compare=False)
 
     def tool(self, name: str | None) -> Tool | None:
-        """The tool called `name` or known by that alias, else None."""
+        """The tool called `name` or known by that alias, else None.
+
+        A qualified name (semantic-kernel's `plugin-function`) that is neither is the tool its
+        function part names: `support-local_index` is `local_index`.
+        """
         if name is None:
             return None
-        return self.tools.get(name) or self._by_alias.get(name)
+        tool = self.tools.get(name) or self._by_alias.get(name)
+        if tool is None and "-" in name:
+            qualified = _QUALIFIED_NAME.match(name)
+            if qualified is not None:
+                tool = self.tools.get(qualified.group(1)) or self._by_alias.get(qualified.group(1))
+        return tool
+
+    def ignores(self, name: str | None) -> bool:
+        """Whether calls of this tool are framework-internal, not scored (`ignore_tools`)."""
+        return name is not None and name in self.ignore_tools
 
     def profile(self, name: str | None = None) -> Profile:
         return self.profiles[name or self.default_profile]
@@ -886,6 +911,11 @@ def _meaning(data: dict[str, Any], bad: set[tuple[Any, ...]]) -> list[_Problem]:
             other = known.setdefault(alias, name)
             if other != name:
                 problems.append(_Problem(("tools", name, "aliases"), f"alias {_q(alias)} is already the name or an alias of tool {_q(other)}"))
+    ignored = data.get("ignore_tools") if isinstance(data.get("ignore_tools"), list) else []
+    for i, name in enumerate(ignored):
+        if isinstance(name, str) and name in known:
+            problems.append(_Problem(("ignore_tools", i), f"{_q(name)} is a name of catalog tool {_q(known[name])}: its calls would "
+                                                         "never be scored; remove it from one of the two"))
 
     def section(key: str, builtin: dict[str, dict[str, float]]) -> dict[str, Any]:
         own = data.get(key)
@@ -1036,5 +1066,7 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
         models=models,
         attribute_mapping=mapping,
         source=source,
+        # By default, a tool the catalog lists is scored even if frameworks use its name internally.
+        ignore_tools=frozenset(data["ignore_tools"]) if "ignore_tools" in data else DEFAULT_IGNORE_TOOLS.difference(tools, by_alias),
         _by_alias=by_alias,
     )

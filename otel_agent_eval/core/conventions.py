@@ -36,6 +36,7 @@ OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
 OI_KIND_TOOL = "TOOL"
 OI_KIND_AGENT = "AGENT"
 OI_KIND_LLM = "LLM"
+OI_KIND_CHAIN = "CHAIN"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_PARAMETERS = "tool.parameters"  # the JSON *schema* of the arguments
 OI_TOOL_CALL_ID = "tool_call.id"
@@ -46,7 +47,22 @@ OI_AGENT_NAME = "agent.name"
 OI_LLM_MODEL_NAME = "llm.model_name"
 OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+OI_LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+OI_LLM_PROMPTS = "llm.prompts"
+OI_FIRST_INPUT_MESSAGE_ROLE = "llm.input_messages.0.message.role"
+OI_FIRST_OUTPUT_MESSAGE_ROLE = "llm.output_messages.0.message.role"
 OI_FIRST_OUTPUT_MESSAGE = "llm.output_messages.0.message.content"
+# What an OpenInference LLM-kind span carries when it records a model call itself. llama-index's
+# instrumentation also marks the LLM object's helper methods (`_prepare_chat_with_tools`) as LLM
+# spans: those carry none of these, and are no model call.
+OI_LLM_CALL_EVIDENCE = (OI_LLM_TOKEN_COUNT_PROMPT, OI_LLM_TOKEN_COUNT_COMPLETION, OI_LLM_TOKEN_COUNT_TOTAL,
+                        OI_FIRST_INPUT_MESSAGE_ROLE, OI_FIRST_OUTPUT_MESSAGE_ROLE, OI_LLM_PROMPTS)
+# The bound call some OpenInference instrumentations (smolagents, llama-index) write as a tool's
+# `input.value`: {"args": [...], "kwargs": {...}, "sanitize_inputs_outputs": true}. The arguments
+# are under "kwargs" (and positional ones under "args").
+OI_BOUND_ARGS = "args"
+OI_BOUND_KWARGS = "kwargs"
+OI_BOUND_CALL_KEYS = frozenset({OI_BOUND_ARGS, OI_BOUND_KWARGS, "sanitize_inputs_outputs"})
 
 # OpenLLMetry (Traceloop)
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
@@ -57,6 +73,10 @@ TL_KIND_LLM = "llm"
 TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+
+# Span names that carry an agent's or workflow's name with a fixed suffix: smolagents names its
+# AGENT span `<agent name>.run`, llama-index its workflow root `<Workflow class>.run`.
+AGENT_SPAN_NAME_SUFFIXES = (".run",)
 
 # Names of the conventions, as reported on a ToolCallRecord.
 GENAI = "gen_ai"

@@ -29,6 +29,7 @@ EFFICIENCY_SCORE, COST_SCORE, LATENCY_SCORE, COMPLEXITY_SCORE = A + "efficiency_
 OPTIMAL_TOOL, OUTCOME, VERDICT, PASSED, THRESHOLD = A + "optimal_tool", A + "outcome", A + "verdict", A + "passed", A + "threshold"
 PROFILE, TASK, REASON, COST_USD, EXCESS_COST_USD = A + "profile", A + "task", A + "reason", A + "cost_usd", A + "excess_cost_usd"
 EXCESS_LATENCY_S, SLO_EXCEEDED, AGENT = A + "excess_latency_s", A + "slo_exceeded", A + "agent"
+ARGUMENTS_CAPTURED = A + "arguments_captured"  # set (to false) only when the span carries no arguments
 
 
 _SHARED_FIELDS = ("_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent",
@@ -76,7 +77,8 @@ class Enricher:
         self._static: dict[StaticScore, tuple[dict[str, Any], Mapping[str, Any]]] = {}
         self._lock = threading.Lock()
 
-    def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None) -> EnrichedSpan:
+    def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None,
+               arguments_captured: bool = True) -> EnrichedSpan:
         if not self.scores:
             merged = dict(attrs)
             self.redactor.apply(merged)
@@ -86,6 +88,8 @@ class Enricher:
                   EXCESS_LATENCY_S: score.excess_latency_s}
         if agent:
             merged[AGENT] = agent
+        if not arguments_captured:
+            merged[ARGUMENTS_CAPTURED] = False
         events = span.events
         if self.redactor is not None:
             self.redactor.apply(merged)
@@ -125,6 +129,8 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
             extra[RUN + name] = value
     if e.unpriced_models:
         extra[RUN + "unpriced_models"] = list(e.unpriced_models)
+    if e.arguments_not_captured:  # unknown, so left out of argument validity
+        extra[RUN + "arguments_not_captured"] = len(e.arguments_not_captured)
     events = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason, span),
               _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
                           f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).", span)]

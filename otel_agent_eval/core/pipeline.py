@@ -194,7 +194,7 @@ class Pipeline:
         try:
             if attrs is None:
                 attrs = attribute_dict(span)
-            convention = convention_of(attrs, self.state.custom)
+            convention = convention_of(attrs, self.state.custom, self.state.catalog.ignore_tools)
             if convention is not None:
                 forward = self._tool_span(span, attrs, convention)
             else:
@@ -273,7 +273,7 @@ class Pipeline:
         if self.enricher is None:
             return span
         try:
-            return self.enricher.enrich(span, attrs, score, record.agent)
+            return self.enricher.enrich(span, attrs, score, record.agent, record.arguments_captured)
         except Exception as exc:  # noqa: BLE001
             self.failed("enrich", exc, "enrichments_dropped")
             return span

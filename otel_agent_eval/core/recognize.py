@@ -6,19 +6,26 @@
     >>> record.tool_call                             # a deepeval ToolCall
     ToolCall(name="web_search", ...)
 
+Arguments that the span does not carry (frameworks leave them out unless content capture
+is turned on) are unknown, not empty: `record.arguments` is None and
+`record.arguments_captured` False. Attribute values that are `str` subclasses (enums) read
+as their text. Framework-internal tools (`ignored`, the catalog's `ignore_tools`) are no
+tool calls of the agent.
+
 This runs inside `span.end()`: a span that is not a tool call costs a few dict
 look-ups, and a tool span's arguments are parsed only when first read.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.trace import StatusCode
 
 from . import conventions as c
-from ..config.catalog import AttributeMapping
+from ..config.catalog import DEFAULT_IGNORE_TOOLS, AttributeMapping
 
 if TYPE_CHECKING:
     from deepeval.test_case import ToolCall
@@ -28,6 +35,8 @@ MAX_ARGUMENT_CHARS = 64 * 1024  # larger argument strings are not parsed
 UNKNOWN_ERROR_TYPE = "_OTHER"  # OTel semconv fallback for error.type
 MAX_NAME_CHARS = 256  # longer tool and agent names are cut: they become cache keys and label values
 MAX_DURATION_NS = 10**15  # 11.6 days: a longer "duration" is a broken clock, not a tool call
+MAX_DERIVED_NAME_CHARS = 64  # an agent name read from a span name: longer is a sentence, not a name
+_NAME_LIKE = re.compile(r"[^\W\d][\w.:\-]*\Z")  # an identifier, maybe dotted or dashed: no spaces, no sentence
 
 
 class _Convention(NamedTuple):
@@ -42,6 +51,7 @@ class _Convention(NamedTuple):
     tool_type: tuple[str, ...] = (c.GEN_AI_TOOL_TYPE,)
     schema: tuple[str, ...] = ()
     arguments_are_json: bool = True  # plain text arguments are a problem only where JSON is specified
+    bound_calls: bool = False  # arguments may come as a bound call {"args": [], "kwargs": {...}} (OpenInference)
 
 
 GENAI = _Convention(
@@ -61,6 +71,7 @@ OPENINFERENCE = _Convention(
     agent=(c.OI_AGENT_NAME, c.GEN_AI_AGENT_NAME),
     schema=(c.OI_TOOL_PARAMETERS,),
     arguments_are_json=False,
+    bound_calls=True,
 )
 OPENLLMETRY = _Convention(
     c.OPENLLMETRY,
@@ -92,6 +103,10 @@ class ToolCallRecord:
     What scoring needs (name, timing, error, ids, agent) is read when the span ends; the
     rest (arguments, output, call id, type, schema) only when first asked for, from the
     span's attributes, which the SDK has frozen by then.
+
+    `arguments` is None when the span carries no arguments at all (`arguments_captured` is
+    False): unknown, neither valid nor invalid, never a repeat of another call. A captured
+    empty `{}` stays `{}`.
     """
 
     __slots__ = ("name", "duration_s", "start_ns", "end_ns", "error", "error_message", "trace_id", "span_id",
@@ -115,16 +130,26 @@ class ToolCallRecord:
         self.problems = problems if problems is not None else []
         self._attrs = attrs
         self._conv = conv
-        self._arguments: dict[str, Any] | None = None
+        self._arguments: Any = _UNREAD
         self._schema: Any = _UNREAD
         self._tool_call: ToolCall | None = None
 
     @property
-    def arguments(self) -> dict[str, Any]:
-        """The call's arguments as a dict, parsed on first use; problems are noted, never raised."""
-        if self._arguments is None:
-            self._arguments = _parse_arguments(_first(self._attrs, self._conv.arguments), self.convention, self.problems)
+    def arguments(self) -> dict[str, Any] | None:
+        """The call's arguments as a dict, parsed on first use; None when the span carries none
+        (not captured). Problems are noted, never raised."""
+        if self._arguments is _UNREAD:
+            raw = _first(self._attrs, self._conv.arguments)
+            arguments = None if raw is None else _parse_arguments(raw, self.convention, self.problems)
+            if arguments is not None and self._conv.bound_calls:
+                arguments = _unbound(arguments, self.parameters_schema)
+            self._arguments = arguments
         return self._arguments
+
+    @property
+    def arguments_captured(self) -> bool:
+        """Whether the span carries the call's arguments (frameworks leave them out unless content capture is on)."""
+        return _first(self._attrs, self._conv.arguments) is not None
 
     input_parameters = arguments  # the deepeval ToolCall spelling, so records score like ToolCalls
 
@@ -135,18 +160,22 @@ class ToolCallRecord:
     @property
     def call_id(self) -> str | None:
         value = _first(self._attrs, self._conv.call_id)
-        return str(value) if value is not None else None
+        return _label(value) if value is not None else None
 
     @property
     def tool_type(self) -> str | None:
         value = _first(self._attrs, self._conv.tool_type)
-        return str(value) if value is not None else None
+        return _label(value) if value is not None else None
 
     type = tool_type
 
     @property
     def parameters_schema(self) -> dict[str, Any] | None:
-        """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`)."""
+        """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`).
+
+        None when the value is no JSON Schema of arguments: smolagents writes its own inputs
+        dict there (`{"query": {"type": "string", "description": ...}}`), which would validate anything.
+        """
         if self._schema is _UNREAD:
             raw = _first(self._attrs, self._conv.schema)
             if isinstance(raw, str):
@@ -154,7 +183,7 @@ class ToolCallRecord:
                     raw = json.loads(raw) if len(raw) <= MAX_ARGUMENT_CHARS else None
                 except (ValueError, RecursionError):
                     raw = None
-            self._schema = raw if isinstance(raw, dict) else None
+            self._schema = raw if isinstance(raw, dict) and _is_arguments_schema(raw) else None
         return self._schema
 
     @property
@@ -197,17 +226,39 @@ def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
     return span.attributes or {}
 
 
-def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None) -> _Convention | None:
-    """The convention under which these attributes describe a tool call, or None."""
+def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None,
+                  ignored: Collection[str] = DEFAULT_IGNORE_TOOLS) -> _Convention | None:
+    """The convention under which these attributes describe a tool call, or None.
+
+    Also None for a call of a framework-internal tool named in `ignored` (the catalog's
+    `ignore_tools`; smolagents' `final_answer` by default): it is no tool call of the agent.
+    """
     if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL:
-        return OPENLLMETRY if c.TRACELOOP_SPAN_KIND in attrs else GENAI  # OpenLLMetry sets both
-    if attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_TOOL:
-        return OPENINFERENCE
-    if attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_TOOL:
-        return OPENLLMETRY
-    if custom is not None and custom.tool_name[0] in attrs:
-        return custom
-    return None
+        convention = OPENLLMETRY if c.TRACELOOP_SPAN_KIND in attrs else GENAI  # OpenLLMetry sets both
+    elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_TOOL:
+        convention = OPENINFERENCE
+    elif attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_TOOL:
+        convention = OPENLLMETRY
+    elif custom is not None and custom.tool_name[0] in attrs:
+        convention = custom
+    else:
+        return None
+    if ignored:
+        name = attrs.get(convention.tool_name[0])
+        if type(name) is str and name:  # the common case, in one look-up
+            return None if name in ignored else convention
+        if _name_in(attrs, convention.tool_name, ignored):
+            return None
+    return convention
+
+
+def _name_in(attrs: Mapping[str, Any], keys: tuple[str, ...], names: Collection[str]) -> bool:
+    """Whether the tool name (the first readable one of `keys`) is one of `names`."""
+    for key in keys:
+        name = _as_text(attrs.get(key))
+        if name:
+            return name in names
+    return False
 
 
 class LLMCall(NamedTuple):
@@ -224,19 +275,22 @@ class LLMCall(NamedTuple):
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
     """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry)."""
-    operation = attrs.get(c.GEN_AI_OPERATION_NAME)
-    if (type(operation) is str and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+    operation = _as_text(attrs.get(c.GEN_AI_OPERATION_NAME))
+    if (operation is not None and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
         model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
         tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
         tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
         messages = attrs.get(c.GEN_AI_INPUT_MESSAGES), attrs.get(c.GEN_AI_OUTPUT_MESSAGES)
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
+        if not any(key in attrs for key in c.OI_LLM_CALL_EVIDENCE):
+            return None  # an LLM object's helper method (llama-index `_prepare_chat_with_tools`), no model call
         model = attrs.get(c.OI_LLM_MODEL_NAME)
         tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
         messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
     else:
         return None
-    return LLMCall(model if isinstance(model, str) and model else None, _tokens(tokens_in), _tokens(tokens_out), span_id, *messages)
+    model = _as_text(model)
+    return LLMCall(model or None, _tokens(tokens_in), _tokens(tokens_out), span_id, *messages)
 
 
 MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
@@ -251,18 +305,54 @@ def _tokens(value: Any) -> int:
 
 
 def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
-    """The agent's name if these attributes mark an agent span (GenAI, OpenInference, OpenLLMetry)."""
+    """The agent's name if these attributes mark an agent span (GenAI, OpenInference, OpenLLMetry).
+
+    The agent-name attribute wins; else a name read from the OpenLLMetry entity name or the span
+    name (`invoke_agent support_agent`, smolagents' `support_agent.run`), only if it looks like a
+    name (`name_from_span_name`): free text never becomes a label value. None when these are no
+    agent span's attributes, or when no usable name is there (yet: attributes set after the start
+    name the agent when it ends; an agent span that never names itself is no run boundary).
+    """
     if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_INVOKE_AGENT:
-        name = attrs.get(c.GEN_AI_AGENT_NAME)
+        name = _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
-        name = attrs.get(c.OI_AGENT_NAME) or attrs.get(c.GEN_AI_AGENT_NAME)
+        name = _as_text(attrs.get(c.OI_AGENT_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif attrs.get(c.TRACELOOP_SPAN_KIND) in (c.TL_KIND_AGENT, c.TL_KIND_WORKFLOW):
-        name = attrs.get(c.GEN_AI_AGENT_NAME) or attrs.get(c.TRACELOOP_ENTITY_NAME)
+        name = _as_text(attrs.get(c.GEN_AI_AGENT_NAME)) or name_from_span_name(_as_text(attrs.get(c.TRACELOOP_ENTITY_NAME)))
     else:
         return None
-    if not isinstance(name, str) or not name:
-        name = span_name.removeprefix(c.OP_INVOKE_AGENT).strip() if isinstance(span_name, str) else ""
-    return name[:MAX_NAME_CHARS] or None
+    if not name:
+        name = name_from_span_name(span_name)
+    return name[:MAX_NAME_CHARS] if name else None
+
+
+def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None:
+    """An agent's (or workflow's) name read from a span name, or None when it reads as free text.
+
+        >>> name_from_span_name("invoke_agent support_agent"), name_from_span_name("support_agent.run")
+        ('support_agent', 'support_agent')
+        >>> name_from_span_name("Answer the customer's question about returns") is None
+        True
+
+    The GenAI `invoke_agent ` prefix and the known suffixes (`AGENT_SPAN_NAME_SUFFIXES`: smolagents'
+    `<agent>.run`, llama-index's `<Workflow>.run`) are taken off; what is left must be one word of
+    letters, digits, `_ . : -` of at most `MAX_DERIVED_NAME_CHARS` characters. `suffixed` accepts
+    only a name with a known suffix (for a root span that is not marked as an agent).
+    """
+    name = _as_text(span_name)
+    if not name:
+        return None
+    name = name.removeprefix(c.OP_INVOKE_AGENT).strip()
+    for suffix in c.AGENT_SPAN_NAME_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    else:
+        if suffixed:
+            return None
+    if len(name) > MAX_DERIVED_NAME_CHARS or not _NAME_LIKE.match(name):
+        return None
+    return name
 
 
 def tool_call_from_span(span: ReadableSpan, mapping: AttributeMapping | _Convention | None = None) -> ToolCallRecord | None:
@@ -295,15 +385,16 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     """
     fields = getattr(span, "__dict__", None) or {}
     problems: list[str] = []
-    name = attrs.get(convention.tool_name[0])
-    if type(name) is str and len(name) > MAX_NAME_CHARS:  # readable, just too long to keep whole
+    raw_name = attrs.get(convention.tool_name[0])
+    name = raw_name if type(raw_name) is str else _as_text(raw_name)
+    if name is not None and len(name) > MAX_NAME_CHARS:  # readable, just too long to keep whole
         name = name[:MAX_NAME_CHARS]
-    if type(name) is not str or not name:
-        name = _first(attrs, convention.tool_name[1:]) if len(convention.tool_name) > 1 else None
-        if type(name) is not str or not name:
+    if not name:
+        name = _as_text(_first(attrs, convention.tool_name[1:])) if len(convention.tool_name) > 1 else None
+        if not name:
             span_name = fields.get("_name", getattr(span, "name", None))
             fallback = span_name.removeprefix(c.OP_EXECUTE_TOOL).strip() if isinstance(span_name, str) else ""
-            problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(name)})")
+            problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(raw_name)})")
             name = fallback or "unknown"
 
     start = fields.get("_start_time", None) if fields else getattr(span, "start_time", None)
@@ -318,20 +409,20 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     status = fields.get("_status") if fields else getattr(span, "status", None)
     error_type = attrs.get(c.ERROR_TYPE)
     if error_type is not None or (status is not None and status.status_code is StatusCode.ERROR):
-        error = str(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
+        error = _label(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
         error_message = getattr(status, "description", None)
 
     context = fields.get("_context") if fields else getattr(span, "context", None)
     parent = fields.get("_parent") if fields else getattr(span, "parent", None)
-    agent = _first(attrs, convention.agent) if convention.agent else None
-    if type(agent) is str and len(agent) > MAX_NAME_CHARS:
+    agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
+    if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
     return ToolCallRecord(
         name, attrs, convention, duration_s=duration, start_ns=start if type(start) is int else None,
         end_ns=end if type(end) is int else None, error=error,
         error_message=error_message, trace_id=getattr(context, "trace_id", 0) or 0,
         span_id=getattr(context, "span_id", 0) or 0, parent_span_id=getattr(parent, "span_id", None),
-        agent=agent if type(agent) is str else None, problems=problems,
+        agent=agent or None, problems=problems,
     )
 
 
@@ -353,6 +444,62 @@ def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str
             problems.append("arguments are not valid JSON")
         return {"input": raw}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _unbound(arguments: dict[str, Any], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The arguments inside an OpenInference bound call (smolagents, llama-index write
+    `{"args": [], "kwargs": {...}, "sanitize_inputs_outputs": true}` as a tool's input).
+
+    Keyword arguments are the arguments; a lone positional one reads as plain input. Left as it
+    is when it is no such envelope, or when the tool itself declares an argument named `kwargs`.
+    """
+    kwargs = arguments.get(c.OI_BOUND_KWARGS)
+    if type(kwargs) is not dict or not c.OI_BOUND_CALL_KEYS.issuperset(arguments):
+        return arguments
+    properties = schema.get("properties") if schema is not None else None
+    if isinstance(properties, Mapping) and c.OI_BOUND_KWARGS in properties:
+        return arguments
+    args = arguments.get(c.OI_BOUND_ARGS) or []
+    if not isinstance(args, list):
+        return arguments
+    if not args:
+        return kwargs
+    if len(args) == 1 and not kwargs:
+        return {"input": args[0]}
+    return {**kwargs, c.OI_BOUND_ARGS: args}
+
+
+# Keywords that only a JSON Schema has at its top level. A dict without any is no schema of
+# arguments (smolagents' inputs dict {"query": {"type": "string", ...}} would validate anything).
+_SCHEMA_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "$schema", "$ref", "$defs",
+                              "definitions", "anyOf", "oneOf", "allOf", "not", "if", "enum", "const"})
+
+
+def _is_arguments_schema(value: Mapping[str, Any]) -> bool:
+    if not value:
+        return True  # {}: the schema that accepts anything
+    if not _SCHEMA_KEYWORDS.intersection(value):
+        return False
+    if "type" not in value and all(isinstance(v, Mapping) and "type" in v for v in value.values()):
+        return False  # {"properties": {"type": "string", ...}}: an inputs dict with an argument named "properties"
+    kind = value.get("type")
+    # {"type": {"type": "string", ...}} is an inputs dict with an argument named "type"
+    return kind is None or isinstance(kind, (str, list))
+
+
+def _as_text(value: Any) -> str | None:
+    """`value` as a plain `str` if it is text, including a `str` subclass such as an enum
+    (Microsoft agent-framework's attribute values), else None. `str()` of an enum would give
+    its qualified name (`Operation.CHAT`), not its value."""
+    if type(value) is str:
+        return value
+    return str.__str__(value) if isinstance(value, str) else None
+
+
+def _label(value: Any) -> str:
+    """Any attribute value as text: a `str` (subclass) as its text, anything else by `str()`."""
+    text = _as_text(value)
+    return text if text is not None else str(value)
 
 
 def _exception_type(span: ReadableSpan) -> str | None:

@@ -5,6 +5,11 @@ accuracy (arguments valid against the tool's JSON Schema, call order), spurious 
 calls, the call budget, tool correctness with deepeval's semantics, cost per run (tools from
 the catalog, LLM tokens priced by the catalog's `models`) and a 0-100 health score with the
 tutorial's weights, renormalised over the parts that are known.
+
+What is unknown stays unknown: a call whose arguments were not captured is neither valid nor
+invalid (left out of argument validity, listed in `arguments_not_captured`) and repeats no other
+call. Calls of the catalog's `ignore_tools` (framework-internal, e.g. smolagents' `final_answer`)
+are no part of the run's evaluation.
 """
 from __future__ import annotations
 
@@ -45,11 +50,13 @@ class RunEvaluator:
         self._correctness_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[float, float]] = {}
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
-        completed, why = self._completion(run)
-        validity, invalid = self._argument_validity(run)
-        order, correctness = self._correctness(run, route.expected_tools if route else ())
-        spurious, redundant = self._spurious(run, route), _redundant(run)
-        precision = 1 - min(len(run.tool_calls), len(spurious) + len(redundant)) / len(run.tool_calls) if run.tool_calls else None
+        ignores = self.catalog.ignores
+        calls = [r for r in run.tool_calls if not ignores(r.name)]
+        completed, why = self._completion(run, calls)
+        validity, invalid, not_captured = self._argument_validity(calls)
+        order, correctness = self._correctness(calls, route.expected_tools if route else ())
+        spurious, redundant = self._spurious(calls, route), _redundant(calls)
+        precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
         known = [v for v in (validity, order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
         llm_cost, unpriced = self._llm_cost(run)
@@ -67,17 +74,18 @@ class RunEvaluator:
         return RunEvaluation(
             completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
             order_accuracy=order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
-            redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(run.tool_calls) > route.max_calls),
+            redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(calls) > route.max_calls),
             tool_correctness=correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
             duration_s=run.duration_s, hallucination_free=hallucination_free, health=health,
+            arguments_not_captured=not_captured,
         )
 
-    def _correctness(self, run: AgentRun, expected: tuple[str, ...]) -> tuple[float | None, float | None]:
+    def _correctness(self, calls: list[Any], expected: tuple[str, ...]) -> tuple[float | None, float | None]:
         """(order accuracy, tool correctness) against the expected tools, by name: runs of one agent
         repeat the same sequences, so each distinct (called, expected) pair is computed once."""
         if not expected:
             return None, None
-        key = (tuple(self._canonical(r.name) for r in run.tool_calls), expected)
+        key = (tuple(self._canonical(r.name) for r in calls), expected)
         cached = self._correctness_cache.get(key)
         if cached is None:
             called, wanted = [_Named(n) for n in key[0]], [_Named(n) for n in expected]
@@ -87,10 +95,10 @@ class RunEvaluator:
             self._correctness_cache[key] = cached
         return cached
 
-    def _completion(self, run: AgentRun) -> tuple[bool, str]:
+    def _completion(self, run: AgentRun, calls: list[Any]) -> tuple[bool, str]:
         if run.status == "error":
             return False, f"the run ended with an error: {run.error}"
-        unhandled = _unhandled_errors(run)
+        unhandled = _unhandled_errors(calls)
         if unhandled:
             return False, f"tool errors not recovered by a later successful call: {', '.join(unhandled)}"
         if self.validator is not None:
@@ -100,16 +108,22 @@ class RunEvaluator:
             except Exception as exc:  # noqa: BLE001 - a user hook must not break scoring
                 logger.warning("otel-agent-eval: completion validator raised %s: %s; run counted as failed", type(exc).__name__, exc)
                 return False, f"the completion validator raised {type(exc).__name__}"
-        return True, "root span OK and every tool error recovered" if any(r.error for r in run.tool_calls) else "root span OK, no tool errors"
+        return True, "root span OK and every tool error recovered" if any(r.error for r in calls) else "root span OK, no tool errors"
 
-    def _argument_validity(self, run: AgentRun) -> tuple[float | None, tuple[str, ...]]:
-        checked, invalid = 0, []
-        for record in run.tool_calls:
+    def _argument_validity(self, calls: list[Any]) -> tuple[float | None, tuple[str, ...], tuple[str, ...]]:
+        """(share of checked calls with valid arguments, "tool: why" of the invalid ones, tools of the
+        calls whose arguments were not captured: unknown, so not checked)."""
+        checked, invalid, not_captured = 0, [], []
+        for record in calls:
+            arguments = record.arguments
+            if arguments is None:
+                not_captured.append(record.name)
+                continue
             compiled = self._validator_for(record)
             if compiled is None:
                 continue
             validator, fast = compiled
-            arguments = _as_schema_expects(record.arguments, validator.schema)
+            arguments = _as_schema_expects(arguments, validator.schema)
             if fast is not None and fast(arguments):  # valid: the common case, without jsonschema
                 checked += 1
                 continue
@@ -121,7 +135,7 @@ class RunEvaluator:
             if error is not None:
                 where = "/".join(map(str, error.absolute_path))
                 invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
-        return ((checked - len(invalid)) / checked if checked else None), tuple(invalid)
+        return ((checked - len(invalid)) / checked if checked else None), tuple(invalid), tuple(not_captured)
 
     def _validator_for(self, record: Any) -> Any:
         tool = self.catalog.tool(record.name)
@@ -148,11 +162,11 @@ class RunEvaluator:
             validator = self._validators[key] = (Draft202012Validator(schema, registry=Registry()), compile_check(schema))
         return validator
 
-    def _spurious(self, run: AgentRun, route: TaskRoute | None) -> tuple[str, ...]:
+    def _spurious(self, calls: list[Any], route: TaskRoute | None) -> tuple[str, ...]:
         if route is None or not (route.expected_tools or route.acceptable_tools):
             return ()
         allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
-        return tuple(r.name for r in run.tool_calls if self._canonical(r.name) not in allowed)
+        return tuple(r.name for r in calls if self._canonical(r.name) not in allowed)
 
     def _canonical(self, name: str) -> str:
         tool = self.catalog.tool(name)
@@ -202,24 +216,28 @@ def _as_schema_expects(arguments: dict[str, Any], schema: Mapping[str, Any]) -> 
     return {names[0]: arguments["input"]} if len(names) == 1 else arguments
 
 
-def _unhandled_errors(run: AgentRun) -> list[str]:
+def _unhandled_errors(calls: list[Any]) -> list[str]:
     """Tools whose last call in the run failed (an error followed by a success of the same tool is handled)."""
     last: dict[str, bool] = {}
-    for record in run.tool_calls:
+    for record in calls:
         last[record.name] = record.error is None
     return [name for name, ok in last.items() if not ok]
 
 
-def _redundant(run: AgentRun) -> tuple[str, ...]:
-    """Calls repeating an earlier successful call with the same arguments (a retry after an error is not)."""
+def _redundant(calls: list[Any]) -> tuple[str, ...]:
+    """Calls repeating an earlier successful call with the same arguments (a retry after an error is not).
+    Calls whose arguments were not captured repeat nothing: unknown arguments are not the same arguments."""
     succeeded: set[tuple[str, str]] = set()
     repeats = []
-    names = Counter(record.name for record in run.tool_calls)
-    for record in run.tool_calls:
+    names = Counter(record.name for record in calls)
+    for record in calls:
         if names[record.name] < 2:  # a tool called once repeats nothing: skip the canonical JSON
             continue
+        arguments = record.arguments
+        if arguments is None:
+            continue
         try:
-            key = (record.name, json.dumps(record.arguments, sort_keys=True, default=str, separators=(",", ":")))
+            key = (record.name, json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":")))
         except (ValueError, TypeError, RecursionError):
             continue
         if key in succeeded:

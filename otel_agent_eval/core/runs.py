@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.trace import StatusCode
 
-from .recognize import MAX_DURATION_NS, LLMCall, ToolCallRecord
+from .recognize import MAX_DURATION_NS, LLMCall, ToolCallRecord, name_from_span_name
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -51,6 +51,7 @@ class RunEvaluation:
     duration_s: float | None
     hallucination_free: float | None
     health: float  # 0-100
+    arguments_not_captured: tuple[str, ...] = ()  # calls whose spans carry no arguments: left out of argument validity
 
     @property
     def outcome(self) -> str:
@@ -353,6 +354,8 @@ def _finish(run: _OpenRun, span: ReadableSpan | None, kind: str, closed_by: str)
     elif run.calls:
         trace_id = run.calls[0].trace_id
     agent = run.agent or next((rec.agent for rec in run.calls if rec.agent), None)
+    if agent is None and kind == TRACE_RUN:  # a root that names no agent: llama-index's `FunctionAgent.run` CHAIN
+        agent = name_from_span_name(run.name, suffixed=True)
     return AgentRun(
         trace_id=trace_id, root_span_id=run.span_id, root_name=run.name, agent=agent, kind=kind,
         start_ns=run.start_ns, end_ns=end_ns, status=status, error=error, tool_calls=run.calls,

@@ -135,7 +135,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
-                if convention_of(attrs, pipeline.state.custom) is not None:
+                if convention_of(attrs, pipeline.state.custom, pipeline.state.catalog.ignore_tools) is not None:
                     self.metrics.tool_calls_unscored.bump()
             elif pipeline.redactor is not None and self._queue.put((_SPAN, span, attrs)):
                 return  # with redaction on, every span leaves through the pipeline
