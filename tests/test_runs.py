@@ -265,3 +265,22 @@ def test_a_retry_after_an_error_is_not_redundant():
     app = App()
     app.agent("support_agent", lambda: (app.tool("local_index", error="timeout"), app.tool("local_index"), app.tool("local_index")))
     assert app.runs[0].evaluation.redundant_calls == ("local_index",)  # only the third call repeats a success
+
+
+def test_a_wrapper_agent_seen_only_at_its_end_is_no_run_of_its_own():
+    """The zero-code exporter and `score` get no start hints: a workflow span that only wraps an agent
+    (OpenInference's "Agent workflow", OpenLLMetry's `workflow`) became an extra empty run."""
+    from otel_agent_eval import AgentEvalSpanExporter
+
+    runs: list = []
+    exporter = AgentEvalSpanExporter(InMemorySpanExporter(), registry=CollectorRegistry(), on_run=runs.append)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with tracer.start_as_current_span("invoke_agent workflow", attributes={**agent, "gen_ai.agent.name": "workflow"}):
+        with tracer.start_as_current_span("invoke_agent support_agent", attributes={**agent, "gen_ai.agent.name": "support_agent"}):
+            tracer.start_span("execute_tool local_index", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "local_index"}).end()
+    provider.shutdown()
+    assert [(r.agent, len(r.tool_calls)) for r in runs] == [("support_agent", 1)]

@@ -352,9 +352,11 @@ tasks:
     span = provider.get_tracer("t").start_span("execute_tool pricey", start_time=T0, attributes={
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pricey"})
     span.end(end_time=T0 + 10**8)
-    report = score_traces(write(tmp_path / "t.json", collector_lines(memory.get_finished_spans())), catalog)
-    (group,) = [g for g in report.groups if g.calls]  # (its run routes without the resource: see the report)
+    runs: list = []
+    report = score_traces(write(tmp_path / "t.json", collector_lines(memory.get_finished_spans())), catalog, on_run=runs.append)
+    (group,) = report.groups  # the call and its run (the span is its own root) in one task: both routed on the resource
     assert (group.task, group.wasted_usd) == ("checkout_lookup", 0.5)
+    assert [run.task for run in runs] == ["checkout_lookup"]
     assert [(p.tool, p.optimal_tool) for p in report.poor_choices] == [("pricey", "cheap")]
 
 

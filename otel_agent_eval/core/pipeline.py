@@ -325,7 +325,8 @@ class Pipeline:
         run.tool_calls = [run.tool_calls[i] for i in order]
         run.scores = [run.scores[i] for i in order]
         state = self.state
-        route = state.scorer.route(run.agent, run.root_attributes)
+        resource = getattr(root.resource, "attributes", None) if root is not None and state.scorer.uses_resource else None
+        route = state.scorer.route(run.agent, run.root_attributes, resource)  # as its calls were routed
         run.task = route.name if route else ""
         run.expected_tools = route.expected_tools if route else ()
         run.evaluation = state.evaluator.evaluate(run, route)

@@ -125,13 +125,15 @@ class _OpenRun:
 
 
 class _OpenTrace:
-    __slots__ = ("agents", "root_run", "pending", "opened")
+    __slots__ = ("agents", "root_run", "pending", "opened", "closed_agents")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
         self.root_run: _OpenRun | None = None  # calls outside any agent run
         self.pending: list[Pending] = []
         self.opened = opened
+        self.closed_agents: list[tuple[int, int]] = []  # (start, end) of agent spans ended: an agent seen only
+        # at its end (no start hint) wraps those inside its time range
 
     def innermost(self) -> _OpenRun:
         if self.agents:
@@ -296,6 +298,7 @@ class RunTracker:
         """A run for an agent seen only at its end: the trace's loose calls inside its time range."""
         start, end = _ns(span.start_time), _ns(span.end_time)
         run = _OpenRun(span.context.span_id, span.name, agent, span.start_time)
+        run.nested = sum(1 for s, e in trace.closed_agents if start <= s and e <= end)
         inside = lambda rec: rec.start_ns is not None and start <= rec.start_ns and (rec.end_ns or 0) <= end  # noqa: E731
         if trace.root_run is not None:
             loose = trace.root_run
@@ -314,6 +317,8 @@ class RunTracker:
         elif trace.root_run is not None:
             trace.root_run.nested += 1
         start, end = _ns(span.start_time), _ns(span.end_time)
+        if len(trace.closed_agents) < self._max_calls:
+            trace.closed_agents.append((start, end))
         mine = [p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns and (p.record.end_ns or 0) <= end]
         if mine:
             taken = {id(p) for p in mine}
