@@ -19,6 +19,7 @@ from .core.scoring import CallScore
 if TYPE_CHECKING:
     from .offline.correctness_metric import DeterministicToolCorrectnessMetric
     from .offline.deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
+    from .offline.compare import Comparison, compare_traces
     from .offline.score import Report, score_traces
 
 _LAZY = {
@@ -27,6 +28,8 @@ _LAZY = {
     "ContextualComplexityMetric": ".offline.deepeval_metrics",
     "score_traces": ".offline.score",
     "Report": ".offline.score",
+    "compare_traces": ".offline.compare",
+    "Comparison": ".offline.compare",
 }
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "CallScore",
     "Catalog",
     "CatalogError",
+    "Comparison",
     "ContextualComplexityMetric",
     "DeterministicToolCorrectnessMetric",
     "LLMCall",
@@ -43,6 +47,7 @@ __all__ = [
     "RunEvaluation",
     "ToolCallRecord",
     "ToolEfficiencyMetric",
+    "compare_traces",
     "install",
     "load_catalog",
     "score_traces",

@@ -3,7 +3,9 @@
 `ReportBuilder` is fed by the pipeline's own callbacks (`on_call(record, score)`,
 `on_run(run)`), so every figure comes from the scores the live processor would give. Memory
 does not grow with the number of spans: per (agent, task, tool) a few sums and a latency
-sketch (the live summary's estimator, within 0.5 % of the exact nearest-rank quantile).
+sketch (the live summary's estimator, within 0.5 % of the exact nearest-rank quantile), per
+tool over all agents another, two fixed histograms (per-call efficiency, run health) and
+the `worst_runs` lowest-health runs (a bounded heap) with their tool sequences.
 
     >>> builder = ReportBuilder(catalog, environment="staging")
     >>> pipeline, _ = build_pipeline(catalog, registry=None, on_call=builder.call, on_run=builder.run)
@@ -11,6 +13,7 @@ sketch (the live summary's estimator, within 0.5 % of the exact nearest-rank qua
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -23,11 +26,16 @@ from ..core.scoring import ERROR, SUBOPTIMAL, CallScore
 from ..metrics.window import SlidingQuantiles
 from .recorded import ReadStats
 
-__all__ = ["GroupSummary", "PoorChoice", "Report", "ReportBuilder", "ToolSummary"]
+__all__ = ["EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Report", "ReportBuilder", "RunCall", "RunSummary",
+           "ToolLatency", "ToolSummary"]
 
 MAX_AGENTS = 1_000  # distinct agent names reported; more are summed under OTHER
 OTHER = "_other_"
 QUANTILES = (0.5, 0.95, 0.99)
+EFFICIENCY_BINS = 20  # per-call efficiency histogram: equal bins over [0, 1], the last one closed
+HEALTH_BINS = 10  # run health histogram: equal bins over [0, 100], the last one closed
+WORST_RUNS = 10  # lowest-health runs kept, with their tool sequences
+MAX_RUN_CALLS = 50  # calls of a worst run kept in its sequence; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,54 @@ class ToolSummary:
     p99_s: float | None
     slo_violations: int
     outcomes: dict[str, int]
+    latency_slo_s: float | None = None  # the catalog's latency SLO for the tool, if it has one
+
+
+@dataclass(frozen=True)
+class ToolLatency:
+    """One tool's latency over all agents and tasks, against the catalog's SLO."""
+
+    tool: str
+    known: bool
+    calls: int  # calls with a duration
+    p50_s: float | None
+    p95_s: float | None
+    p99_s: float | None
+    latency_slo_s: float | None
+    slo_violations: int
+
+
+@dataclass(frozen=True)
+class RunCall:
+    """One tool call in a run's sequence."""
+
+    tool: str
+    outcome: str  # optimal, suboptimal, unknown, error, ...
+    optimal_tool: str
+    efficiency: float
+    wasted_usd: float
+    duration_s: float | None
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One agent run, kept for the report because it was among the least healthy."""
+
+    agent: str
+    task: str
+    trace_id: str  # 32 hex digits
+    root_name: str
+    health: float  # 0-100
+    completed: bool
+    completion_reason: str
+    status: str
+    closed_by: str
+    cost_usd: float
+    wasted_usd: float
+    duration_s: float | None
+    calls: tuple[RunCall, ...]  # in the order they ended, at most MAX_RUN_CALLS
+    calls_not_shown: int  # calls beyond MAX_RUN_CALLS and calls the run tracker dropped
+    problems: tuple[str, ...]  # spurious, redundant, invalid calls; over budget
 
 
 @dataclass(frozen=True)
@@ -98,6 +154,10 @@ class Report:
     thresholds: Thresholds
     calls: int
     runs: int
+    efficiency_histogram: tuple[int, ...] = (0,) * EFFICIENCY_BINS  # calls per efficiency bin
+    health_histogram: tuple[int, ...] = (0,) * HEALTH_BINS  # runs per health bin
+    tool_latency: tuple[ToolLatency, ...] = ()  # per tool over all agents, most calls first
+    worst_runs: tuple[RunSummary, ...] = ()  # lowest health first
 
     @property
     def wasted_usd(self) -> float:
@@ -115,6 +175,10 @@ class Report:
             "totals": {"tool_calls": self.calls, "runs": self.runs, "wasted_usd": self.wasted_usd},
             "groups": [_group_dict(g) for g in self.groups],
             "poor_choices": [vars(p) for p in self.poor_choices],
+            "efficiency_histogram": list(self.efficiency_histogram),
+            "health_histogram": list(self.health_histogram),
+            "tool_latency": [vars(t) for t in self.tool_latency],
+            "worst_runs": [{**vars(r), "calls": [vars(c) for c in r.calls], "problems": list(r.problems)} for r in self.worst_runs],
         }
 
 
@@ -125,10 +189,10 @@ def _group_dict(group: GroupSummary) -> dict[str, Any]:
 
 
 class _ToolAcc:
-    __slots__ = ("optimal_tool", "known", "calls", "errors", "efficiency", "wasted", "cost", "latency", "slo", "outcomes")
+    __slots__ = ("optimal_tool", "known", "slo_s", "calls", "errors", "efficiency", "wasted", "cost", "latency", "slo", "outcomes")
 
     def __init__(self, score: CallScore) -> None:
-        self.optimal_tool, self.known = score.static.optimal_tool, score.static.known
+        self.optimal_tool, self.known, self.slo_s = score.static.optimal_tool, score.static.known, score.static.latency_slo_s
         self.calls = self.errors = self.slo = 0
         self.efficiency = self.wasted = self.cost = 0.0
         self.latency = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all calls
@@ -143,17 +207,57 @@ class _RunAcc:
         self.cost = self.health = self.correctness = self.duration = 0.0
 
 
+class _LatencyAcc:
+    __slots__ = ("known", "slo_s", "slo", "latency")
+
+    def __init__(self, score: CallScore) -> None:
+        self.known, self.slo_s, self.slo = score.static.known, score.static.latency_slo_s, 0
+        self.latency = SlidingQuantiles(1.0, sub_windows=1, clock=_never)
+
+
 def _never() -> float:
     return 0.0
+
+
+def _bin(value: float, low: float, high: float, bins: int) -> int:
+    """The bin of `value` among `bins` equal ones over [low, high]; out-of-range values go to the end bins."""
+    if not value > low:  # also NaN
+        return 0
+    return min(bins - 1, int((value - low) / (high - low) * bins))
+
+
+def _run_summary(run: AgentRun, agent: str) -> RunSummary:
+    evaluation = run.evaluation
+    assert evaluation is not None
+    calls = tuple(RunCall(tool=s.static.tool, outcome=s.outcome, optimal_tool=s.static.optimal_tool,
+                          efficiency=s.static.efficiency, wasted_usd=s.static.excess_cost_usd, duration_s=s.duration_s)
+                  for s in run.scores[:MAX_RUN_CALLS])
+    problems = [*(f"spurious: {t}" for t in evaluation.spurious_calls), *(f"redundant: {t}" for t in evaluation.redundant_calls),
+                *(f"invalid: {t}" for t in evaluation.invalid_calls)]
+    if evaluation.over_budget:
+        problems.append("over the route's call budget")
+    return RunSummary(
+        agent=agent, task=run.task, trace_id=f"{run.trace_id:032x}", root_name=run.root_name, health=evaluation.health,
+        completed=evaluation.completed, completion_reason=evaluation.completion_reason, status=run.status,
+        closed_by=run.closed_by, cost_usd=evaluation.cost_usd, wasted_usd=math.fsum(s.static.excess_cost_usd for s in run.scores),
+        duration_s=evaluation.duration_s, calls=calls,
+        calls_not_shown=max(0, len(run.scores) - MAX_RUN_CALLS) + run.calls_dropped, problems=tuple(problems))
 
 
 class ReportBuilder:
     """Accumulates scored calls and evaluated runs (the pipeline's callbacks) into a `Report`."""
 
-    def __init__(self, catalog: Catalog, environment: str | None = None) -> None:
+    def __init__(self, catalog: Catalog, environment: str | None = None, *, worst_runs: int = WORST_RUNS) -> None:
+        if worst_runs < 0:
+            raise ValueError(f"worst_runs must be >= 0, got {worst_runs}")
         self.catalog = catalog
         self.environment = environment
         self.calls = self.runs = 0
+        self._efficiency_bins = [0] * EFFICIENCY_BINS
+        self._health_bins = [0] * HEALTH_BINS
+        self._latency: dict[str, _LatencyAcc] = {}  # by tool, over all agents and tasks
+        self._worst_size = worst_runs
+        self._worst: list[tuple[float, int, RunSummary]] = []  # a heap on (-health, -seq): its root is the healthiest kept
         self._tools: dict[tuple[str, str, str], _ToolAcc] = {}  # by (agent, task, tool)
         self._runs: dict[tuple[str, str], _RunAcc] = {}  # by (agent, task)
         self._poor: dict[tuple[str, str, str], list[float]] = {}  # (task, tool, optimal tool) -> [calls, wasted]
@@ -173,8 +277,14 @@ class ReportBuilder:
         acc.cost += static.cost_usd
         acc.slo += score.slo_exceeded
         acc.outcomes[score.outcome] += 1
+        self._efficiency_bins[_bin(static.efficiency, 0.0, 1.0, EFFICIENCY_BINS)] += 1
         if score.duration_s is not None:
             acc.latency.observe(score.duration_s)
+            latency = self._latency.get(static.tool)
+            if latency is None:
+                latency = self._latency[static.tool] = _LatencyAcc(score)
+            latency.latency.observe(score.duration_s)
+            latency.slo += score.slo_exceeded
         if static.outcome == SUBOPTIMAL:  # the choice was poor, whether or not the call then failed
             poor = self._poor.setdefault((static.task, static.tool, static.optimal_tool), [0, 0.0])
             poor[0] += 1
@@ -200,6 +310,21 @@ class ReportBuilder:
         if evaluation.duration_s is not None:
             acc.duration += evaluation.duration_s
             acc.duration_runs += 1
+        self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
+        self._keep_if_worst(run, key[0])
+
+    def _keep_if_worst(self, run: AgentRun, agent: str) -> None:
+        """Keep `run` among the `worst_runs` least healthy (ties: the earlier run); O(log N), built only when kept."""
+        assert run.evaluation is not None
+        key = (-run.evaluation.health, -self.runs)
+        worst = self._worst
+        if len(worst) >= self._worst_size and not (worst and key > worst[0][:2]):
+            return
+        item = (*key, _run_summary(run, agent))
+        if len(worst) < self._worst_size:
+            heapq.heappush(worst, item)
+        else:
+            heapq.heapreplace(worst, item)
 
     def _agent(self, agent: str | None) -> str:
         if not agent:
@@ -219,7 +344,7 @@ class ReportBuilder:
             tools_by_group.setdefault((agent, task), []).append(ToolSummary(
                 agent=agent, task=task, tool=tool, optimal_tool=acc.optimal_tool, known=acc.known, calls=acc.calls,
                 errors=acc.errors, efficiency=acc.efficiency / acc.calls, wasted_usd=acc.wasted, cost_usd=acc.cost,
-                p50_s=p50, p95_s=p95, p99_s=p99, slo_violations=acc.slo, outcomes=dict(acc.outcomes)))
+                p50_s=p50, p95_s=p95, p99_s=p99, slo_violations=acc.slo, outcomes=dict(acc.outcomes), latency_slo_s=acc.slo_s))
         groups = []
         for key in sorted({*tools_by_group, *self._runs}):
             tools = sorted(tools_by_group.get(key, ()), key=lambda t: (-t.wasted_usd, -t.calls, t.tool))
@@ -237,7 +362,16 @@ class ReportBuilder:
                 runs_closed_early=runs.early, tools=tuple(tools)))
         poor = sorted((PoorChoice(task, tool, optimal, int(n), usd) for (task, tool, optimal), (n, usd) in self._poor.items()),
                       key=lambda p: (-p.wasted_usd, -p.calls, p.task, p.tool))
+        latency = []
+        for tool, lat in self._latency.items():
+            p50, p95, p99 = lat.latency.quantiles(QUANTILES)
+            latency.append(ToolLatency(tool=tool, known=lat.known, calls=lat.latency.count, p50_s=p50, p95_s=p95, p99_s=p99,
+                                       latency_slo_s=lat.slo_s, slo_violations=lat.slo))
+        latency.sort(key=lambda t: (-t.calls, t.tool))
+        worst = tuple(item[2] for item in sorted(self._worst, reverse=True))  # lowest health first; ties: earlier run first
         return Report(groups=tuple(groups), poor_choices=tuple(poor), inputs=inputs, catalog=self.catalog.source,
                       environment=self.environment or self.catalog.default_environment,
-                      thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs)
+                      thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs,
+                      efficiency_histogram=tuple(self._efficiency_bins), health_histogram=tuple(self._health_bins),
+                      tool_latency=tuple(latency), worst_runs=worst)
 

@@ -1,4 +1,4 @@
-"""The `otel-agent-eval` command: inspect and check catalogs, score recorded traces, serve, run the demo.
+"""The `otel-agent-eval` command: inspect and check catalogs, score and compare recorded traces, run the demo.
 
 Bad input ends with one line on stderr and exit code 2, never a traceback.
 """
@@ -62,18 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .score import add_score_arguments
 
-    score = commands.add_parser("score", help="score recorded OTLP traces; summary, --json, --junit; a CI gate (exit 0/1/2)",
+    score = commands.add_parser("score", help="score recorded OTLP traces; summary, --json, --junit, --html; a CI gate (exit 0/1/2)",
                                 description="Score recorded OpenTelemetry traces (the Collector's file exporter output, "
                                             "OTLP protobuf, .gz; files or directories) with the live processor's core. "
                                             "Exit 0 if the gate passes, 1 if it fails, 2 on bad input.")
     add_score_arguments(score)
 
-    from .serve import add_serve_arguments
+    from .compare import add_compare_arguments
 
-    serve = commands.add_parser("serve", help="the evaluation as an OTLP hop: traces in (gRPC 4317, HTTP 4318), enriched "
-                                              "traces out, /metrics", description="Receive OTLP traces from any language, "
-                                "score them with the processor's core, forward them enriched; stop with SIGTERM (drains).")
-    add_serve_arguments(serve)
+    compare = commands.add_parser("compare", help="compare two trace sets per agent and task; flag regressions beyond noise",
+                                  description="Score two sets of recorded traces (BASE, e.g. main, and HEAD, the change) with "
+                                              "the same core and compare them per agent and task, with a seeded bootstrap "
+                                              "interval per change. Exit 0, 1 on a regression with --fail-on-regression, "
+                                              "2 on bad input.")
+    add_compare_arguments(compare)
 
     from .demo import DEFAULT_PORT, add_demo_arguments
 
@@ -92,14 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _catalog(args)
         if args.command == "demo":
             return _demo(args)
-        if args.command == "serve":
-            from .serve import run_serve
-
-            return run_serve(args)
         if args.command == "score":
             from .score import run_score
 
             return run_score(args)
+        if args.command == "compare":
+            from .compare import run_compare
+
+            return run_compare(args)
     except ValueError as exc:  # CatalogError and other bad values: one line, no traceback
         print(f"otel-agent-eval: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -34,6 +34,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts (no network needed to view it)")
     parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                         help=f"fail the gate when a group's METRIC is below VALUE; METRIC: {', '.join(GATE_METRICS)} "
                              "(efficiency defaults to the catalog's fail level); repeat for several")
@@ -46,6 +47,9 @@ def run_score(args: argparse.Namespace) -> int:
     junit = Path(args.junit) if args.junit else None
     if junit is not None and not junit.parent.is_dir():
         raise ValueError(f"--junit {args.junit}: the directory {junit.parent} does not exist")
+    html = Path(args.html) if args.html else None
+    if html is not None and not html.parent.is_dir():
+        raise ValueError(f"--html {args.html}: the directory {html.parent} does not exist")
     settings = Settings.from_env()
     catalog = load_catalog(args.catalog or settings.catalog)
     report = score_traces(args.files, catalog, profile=args.profile or settings.profile,
@@ -74,6 +78,14 @@ def run_score(args: argparse.Namespace) -> int:
             write_atomically(junit, junit_xml(report, gate))
         except OSError as exc:
             _error(f"--junit {junit}: cannot write: {exc.strerror or exc}")
+            return EXIT_BAD_INPUT
+    if html is not None:
+        from .html_report import render_html
+
+        try:
+            write_atomically(html, render_html(report, gate))
+        except OSError as exc:
+            _error(f"--html {html}: cannot write: {exc.strerror or exc}")
             return EXIT_BAD_INPUT
     for check in gate.failed:
         _error(f"gate failed: {check}")

@@ -1,0 +1,149 @@
+"""`otel-agent-eval compare BASE HEAD`: two sets of recorded traces side by side per agent and task; gate on regressions.
+
+Exit codes: 0 no regression (or regressions without --fail-on-regression), 1 a regression
+with --fail-on-regression (one line per regression on stderr), 2 bad input (a missing path,
+an empty directory, a broken catalog, a side with nothing readable or nothing to score).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..config.catalog import load_catalog
+from ..config.settings import Settings
+from ..offline.compare import DEFAULT_RESAMPLES, Change, Comparison, compare_traces
+from ..offline.report import Report
+from .score_table import _ratio, _seconds, _table
+
+__all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
+
+EXIT_REGRESSION, EXIT_BAD_INPUT = 1, 2
+PREFIX = "otel-agent-eval"
+LABELS = {"efficiency": "efficiency", "wasted_per_run_usd": "wasted/run", "cost_per_run_usd": "cost/run",
+          "completion": "completion", "p95_s": "run p95", "p99_s": "run p99"}
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", metavar="BASE", help="the traces to compare against: a file or a directory of OTLP trace files")
+    parser.add_argument("head", metavar="HEAD", help="the traces of the change: a file or a directory of OTLP trace files")
+    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
+    parser.add_argument("--environment", metavar="ENV",
+                        help="threshold set of the catalog (default: $OTEL_AGENT_EVAL_ENVIRONMENT, else the catalog's default)")
+    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the table")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when a metric got worse beyond noise (one line per regression on stderr)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the bootstrap (default 0): same input, same result")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="N",
+                        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES:,}); more for many groups")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """The command; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
+    settings = Settings.from_env()
+    catalog = load_catalog(args.catalog or settings.catalog)
+    comparison = compare_traces(args.base, args.head, catalog, profile=args.profile or settings.profile,
+                                environment=args.environment or settings.environment, seed=args.seed,
+                                resamples=args.resamples, on_problem=lambda side, problem: _error(f"{side}: {problem}"))
+    for side, path, report in (("base", args.base, comparison.base), ("head", args.head, comparison.head)):
+        problem = _nothing_to_compare(report)
+        if problem:
+            _error(f"{side} {path}: {problem}")
+            return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+    else:
+        print(render_comparison(comparison, base=args.base, head=args.head))
+    if args.fail_on_regression and comparison.regressions:
+        for change in comparison.regressions:
+            _error(f"regression: {change}")
+        return EXIT_REGRESSION
+    return 0
+
+
+def _nothing_to_compare(report: Report) -> str:
+    inputs = report.inputs
+    if inputs.spans == 0:
+        return f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}"
+    if report.calls == 0 and report.runs == 0:
+        return f"no tool calls or agent runs in {inputs.spans:,} spans"
+    return ""
+
+
+def render_comparison(comparison: Comparison, *, base: str = "base", head: str = "head") -> str:
+    b, h = comparison.base, comparison.head
+    lines = [
+        f"Base {base}: {b.runs:,} runs, {b.calls:,} tool calls. Head {head}: {h.runs:,} runs, {h.calls:,} tool calls.",
+        f"Catalog {h.catalog}; environment {h.environment}.",
+        f"Beyond noise: {comparison.describe_method()}; a regression is worse with its interval excluding zero.",
+        "",
+    ]
+    rows = []
+    for group in comparison.groups:
+        first = True
+        for change in group.changes:
+            rows.append([group.agent or "-", group.task or "-",
+                         f"{group.base_runs:,}" if first else "", f"{group.head_runs:,}" if first else "",
+                         LABELS[change.metric], _value(change.metric, change.base), _value(change.metric, change.head),
+                         _value(change.metric, change.delta, signed=True), _interval(change), _verdict(change)])
+            first = False
+    lines += _table(["agent", "task", "base runs", "head runs", "metric", "base", "head", "change", "interval", "verdict"],
+                    rows, right=range(2, 8))
+    tools = [t for g in comparison.groups for t in g.tools]
+    if tools:
+        lines += ["", "Per tool (side by side, not tested; calls and money wasted per run of the group):"]
+        lines += _table(
+            ["agent", "task", "tool", "calls/run", "efficiency", "wasted/run", "call p95", "call p99", "optimal tool"],
+            [[t.agent or "-", t.task or "-", t.tool, _pair(t.base_calls_per_run, t.head_calls_per_run, "{:.2f}"),
+              _pair(t.base_efficiency, t.head_efficiency, "{:.2f}"),
+              _pair(t.base_wasted_per_run_usd, t.head_wasted_per_run_usd, "${:.5f}"),
+              f"{_seconds(t.base_p95_s)} -> {_seconds(t.head_p95_s)}", f"{_seconds(t.base_p99_s)} -> {_seconds(t.head_p99_s)}",
+              t.optimal_tool or "-"] for t in tools], right=range(3, 8))
+    regressions, improvements = comparison.regressions, comparison.improvements
+    lines += ["", f"Result: {_count(len(regressions), 'regression')}"
+              + (f" ({', '.join(f'{c.group} {LABELS[c.metric]}' for c in regressions)})" if regressions else "")
+              + f", {_count(len(improvements), 'improvement')} beyond noise."]
+    return "\n".join(lines)
+
+
+def _value(metric: str, value: float | None, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    sign = "+" if signed and value > 0 else "-" if signed and value < 0 else ""
+    magnitude = abs(value) if signed else value
+    if metric == "completion":
+        return f"{sign}{100 * magnitude:.1f}%" if signed else _ratio(value)
+    if metric.endswith("_usd"):
+        return f"{sign}${magnitude:,.5f}"
+    if metric.endswith("_s"):
+        return sign + _seconds(magnitude)
+    return f"{sign}{magnitude:.3f}"
+
+
+def _interval(change: Change) -> str:
+    if not change.tested:
+        return "-"
+    return f"{_value(change.metric, change.low, signed=True)} .. {_value(change.metric, change.high, signed=True)}"
+
+
+def _verdict(change: Change) -> str:
+    if not change.tested:
+        return f"not tested: {change.untested}"
+    if change.regression:
+        return "REGRESSION"
+    if change.improvement:
+        return "improved"
+    return "within noise"
+
+
+def _pair(base: float | None, head: float | None, spec: str) -> str:
+    return f"{'-' if base is None else spec.format(base)} -> {'-' if head is None else spec.format(head)}"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _error(message: str) -> None:
+    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
