@@ -34,6 +34,17 @@ def test_catalog_check_ok_and_broken(tmp_path, capsys):
     assert err == f"otel-agent-eval: {bad}:3: tools.web_search.cost_usd: must be >= 0 (got -0.003)\n"
 
 
+def test_catalog_check_warns_of_a_task_no_tool_fits_and_still_passes(tmp_path, capsys):
+    catalog = tmp_path / "tiers.yaml"
+    catalog.write_text("tools:\n  quick: {cost_usd: 0, latency_ms: 5, capabilities: [s], complexity: simple}\n"
+                       "tasks:\n  research: {match: {gen_ai.agent.name: r}, capability: s, complexity: advanced}\n")
+    assert main(["catalog", "check", str(catalog)]) == 0
+    out, err = capsys.readouterr()
+    assert "ok (1 tools, 1 tasks)" in out
+    assert err == (f"otel-agent-eval: warning: {catalog}: tasks.research: no tool with capability 's' is advanced "
+                   "(they are simple): the closest tier is picked as optimal; add a tool or set optimal_tool\n")
+
+
 def test_catalog_schema_is_json(capsys):
     assert main(["catalog", "schema"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "otel-agent-eval tool catalog"

@@ -52,3 +52,38 @@ def test_best_tool_trades_cost_against_latency():
     dear_fast = Tool("dear_fast", 0.010, 100, ("x",), "simple")
     assert best_tool([cheap_slow, dear_fast], Profile("c", 0.8, 0.2)).name == "cheap_slow"
     assert best_tool([cheap_slow, dear_fast], Profile("l", 0.2, 0.8)).name == "dear_fast"
+
+
+CATALOG_WITH_TIERS = """
+tools:
+  quick_lookup: {cost_usd: 0.0, latency_ms: 5, capabilities: [search], complexity: simple}
+  deep_research: {cost_usd: 0.02, latency_ms: 900, capabilities: [search], complexity: advanced}
+  analyst: {cost_usd: 0.05, latency_ms: 1500, capabilities: [search], complexity: advanced}
+tasks:
+  research:
+    match: {gen_ai.agent.name: researcher}
+    capability: search
+    complexity: advanced
+"""
+
+
+def test_without_optimal_tool_the_optimal_pick_fits_the_routes_complexity():
+    """The cheapest capable tool (a simple one) is no optimal pick for an advanced task: it would score
+    `optimal` with verdict fail, and the fitting tool `suboptimal`."""
+    from otel_agent_eval.config.catalog import parse_catalog
+    from otel_agent_eval.core.scoring import Scorer
+
+    scorer = Scorer(parse_catalog(CATALOG_WITH_TIERS))
+    route = scorer.route("researcher")
+    assert scorer.optimal_for(route).name == "deep_research"  # the best by profile among the advanced tools
+    fitting, cheap = scorer.static_score("deep_research", route), scorer.static_score("quick_lookup", route)
+    assert (fitting.outcome, fitting.verdict, fitting.efficiency) == ("optimal", "pass", 1.0)
+    assert cheap.outcome == "suboptimal" and cheap.efficiency < fitting.efficiency
+
+
+def test_the_offline_metric_agrees_on_the_fitting_pick():
+    from otel_agent_eval.config.catalog import parse_catalog
+    from otel_agent_eval.offline.deepeval_metrics import ToolEfficiencyMetric
+
+    metric = ToolEfficiencyMetric.from_catalog(parse_catalog(CATALOG_WITH_TIERS), task="research")
+    assert metric.optimal_tool == "deep_research"

@@ -350,6 +350,20 @@ class Catalog:
     def tools_with(self, capability: str) -> list[Tool]:
         return [t for t in self.tools.values() if capability in t.capabilities]
 
+    def warnings(self) -> list[str]:
+        """What is valid but probably not meant: a task whose complexity no capable tool has
+        (without an `optimal_tool`, the best fit one tier off becomes its optimal pick)."""
+        out = []
+        for route in self.tasks:
+            if route.complexity is None or route.optimal_tool:
+                continue
+            capable = self.tools_with(route.capability)
+            if capable and not any(t.complexity == route.complexity for t in capable):
+                tiers = ", ".join(sorted({t.complexity for t in capable}))
+                out.append(f"tasks.{route.name}: no tool with capability {route.capability!r} is {route.complexity} "
+                           f"(they are {tiers}): the closest tier is picked as optimal; add a tool or set optimal_tool")
+        return out
+
 
 def load_catalog(path: PathLike | None = None) -> Catalog:
     """Read and validate a catalog file; `None` loads the packaged default.

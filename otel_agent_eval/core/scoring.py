@@ -185,8 +185,18 @@ class Scorer:
         return self._find_optimal(route) if optimal is _MISS else optimal  # type: ignore[return-value]
 
     def _find_optimal(self, route: TaskRoute) -> Tool | None:
+        """The route's `optimal_tool`, else the best by profile among the capable tools that fit the
+        route's complexity best: a cheaper tool of the wrong tier is not the optimal pick (it would
+        score `optimal` with verdict `fail` and the fitting tool `suboptimal`)."""
+        named = self.catalog.tool(route.optimal_tool)
+        if named is not None:
+            return named
         profile = self.catalog.profile(route.profile) if route.profile else self.default_profile
-        return self.catalog.tool(route.optimal_tool) or self._best_with(route.capability, profile)
+        if route.complexity is None:
+            return self._best_with(route.capability, profile)
+        capable = self._by_capability.get(route.capability, ())
+        fit = max((complexity_score(route.complexity, t.complexity) for t in capable), default=0.0)
+        return best_tool((t for t in capable if complexity_score(route.complexity, t.complexity) == fit), profile)
 
     def _best_with(self, capability: str, profile: Any) -> Tool | None:
         key = (capability, profile.name)

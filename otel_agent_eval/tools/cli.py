@@ -122,6 +122,8 @@ def _catalog(args: argparse.Namespace) -> int:
             for problem in problems:
                 print(f"otel-agent-eval: {problem}", file=sys.stderr)
             if catalog is not None:
+                for warning in catalog.warnings():  # valid, so the check still passes
+                    print(f"otel-agent-eval: warning: {path}: {warning}", file=sys.stderr)
                 print(f"{path}: ok ({len(catalog.tools)} tools, {len(catalog.tasks)} tasks)")
             failed = failed or bool(problems)
         return EXIT_USAGE if failed else 0
