@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -51,11 +52,13 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
             self._slots.release()
 
 
-def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1") -> tuple[Any, threading.Thread]:
-    """Start the /metrics endpoint in a daemon thread; returns (server, thread)."""
+def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1",
+          app: Callable[..., Iterable[bytes]] | None = None) -> tuple[Any, threading.Thread]:
+    """Start the /metrics endpoint in a daemon thread; returns (server, thread). `app` serves a WSGI
+    app of one's own (e.g. health paths beside the metrics) on the same bounded server."""
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
     server_class = type("MetricsServer", (_BoundedServer,), {"address_family": family})
-    server = make_server(addr, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    server = make_server(addr, port, app or make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name="otel-agent-eval-metrics-server", daemon=True)
     thread.start()
     return server, thread

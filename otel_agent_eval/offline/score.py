@@ -34,7 +34,7 @@ from ..otel.wiring import build_pipeline
 from .recorded import FileProblem, PathArg, ReadStats, RecordedSpans
 from .report import Report, ReportBuilder
 
-__all__ = ["DEFAULT_REORDER_SPANS", "RecordedClock", "in_replay_order", "score_traces", "without_duplicates"]
+__all__ = ["DEFAULT_REORDER_SPANS", "RecordedClock", "agent_start_reader", "in_replay_order", "score_traces", "without_duplicates"]
 
 DEFAULT_REORDER_SPANS = 10_000
 DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
@@ -73,7 +73,7 @@ def score_traces(
         loaded, registry=registry, profile=profile, environment=environment, enrich=False,
         on_call=_both(builder.call, on_call), on_run=_both(builder.run, on_run), sees_starts=False, clock=clock, **options)
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
-    for span, agent in in_replay_order(without_duplicates(spans, spans.stats), _agent_of(pipeline), reorder_spans):
+    for span, agent in in_replay_order(without_duplicates(spans, spans.stats), agent_start_reader(pipeline), reorder_spans):
         if agent is None:
             clock.advance(span.end_time)
             seen()
@@ -153,7 +153,7 @@ class RecordedClock:
         return self.now
 
 
-def _agent_of(pipeline: Pipeline) -> Callable[[ReadableSpan], str | None]:
+def agent_start_reader(pipeline: Pipeline) -> Callable[[ReadableSpan], str | None]:
     """The agent name an agent span announces when it starts, as the processor's `on_start` reads it."""
     is_typed = pipeline.is_typed
 

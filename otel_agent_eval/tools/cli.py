@@ -77,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
                                               "2 on bad input.")
     add_compare_arguments(compare)
 
+    from .serve import add_serve_arguments
+
+    serve = commands.add_parser("serve", help="the evaluation as an OTLP hop: traces in (gRPC 4317, HTTP 4318), enriched "
+                                              "traces out, /metrics", description="Receive OTLP traces from any language, "
+                                "score them with the processor's core, forward them enriched; stop with SIGTERM (drains).")
+    add_serve_arguments(serve)
+
     from .demo import DEFAULT_PORT, add_demo_arguments
 
     demo = commands.add_parser("demo", help=f"simulated agents emit real spans, scored live; /metrics on port {DEFAULT_PORT}",
@@ -94,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _catalog(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "serve":
+            from .serve import run_serve
+
+            return run_serve(args)
         if args.command == "score":
             from .score import run_score
 

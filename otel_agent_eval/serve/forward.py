@@ -1,0 +1,146 @@
+"""Enriched spans to the next hop: a bounded queue and one export thread in front of a standard `SpanExporter`.
+
+Like the SDK's `BatchSpanProcessor` (batches of `max_batch`, at least every `delay_s`),
+with one difference that a hop needs: when the queue is full, `put` waits instead of
+dropping. A slow next hop so slows the intake, whose full queue makes the receivers answer
+"retry later": the senders hold the spans, not our memory, and nothing is dropped
+silently. Export failures (after the exporter's own retries) are counted per span.
+
+    >>> forwarder = Forwarder(OTLPSpanExporter(endpoint="http://collector:4318/v1/traces"), metrics)
+    >>> forwarder.put(spans); forwarder.shutdown()
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .self_metrics import ServeMetrics
+
+__all__ = ["DEFAULT_FORWARD_QUEUE", "Forwarder"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_FORWARD_QUEUE = 8_192
+DEFAULT_MAX_BATCH = 512  # the SDK's BatchSpanProcessor default
+DEFAULT_DELAY_S = 1.0
+
+
+class Forwarder:
+    """`put` on the intake's thread (waits while full); `exporter.export` on this forwarder's own thread."""
+
+    def __init__(self, exporter: SpanExporter, metrics: ServeMetrics, *, limit: int = DEFAULT_FORWARD_QUEUE,
+                 max_batch: int = DEFAULT_MAX_BATCH, delay_s: float = DEFAULT_DELAY_S) -> None:
+        self.exporter = exporter
+        self.metrics = metrics
+        self.limit = max(1, limit)
+        self.max_batch = max(1, max_batch)
+        self.delay_s = delay_s
+        self._spans: deque[ReadableSpan] = deque()
+        self._in_export = 0
+        self._changed = threading.Condition()
+        self._flush_asked = 0
+        self._closing = False  # no more waiting for room: what does not fit is abandoned, counted
+        self._closed = False
+        self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-forward", daemon=True)
+        self._worker.start()
+        self._failed_logged = False
+
+    def __len__(self) -> int:
+        return len(self._spans) + self._in_export
+
+    @property
+    def waiting(self) -> int:
+        """Spans queued and not yet in an export (a `put` that does not fit beside them waits)."""
+        return len(self._spans)
+
+    def put(self, spans: list[ReadableSpan]) -> None:
+        """Queue spans for export, waiting for room (a batch larger than the queue waits for it to empty)."""
+        with self._changed:
+            while len(self._spans) and len(self._spans) + len(spans) > self.limit and not self._closing:
+                self._changed.wait()
+            if self._closed or (self._closing and len(self._spans) and len(self._spans) + len(spans) > self.limit):
+                self.metrics.forwarded("abandoned", len(spans))
+                return
+            self._spans.extend(spans)
+            if len(self._spans) >= self.max_batch:
+                self._changed.notify_all()
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Export everything queued now; False if that did not finish within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            self._flush_asked += 1
+            self._changed.notify_all()
+            while self._spans or self._in_export:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Export what is queued within `timeout_s`, count the rest as abandoned, shut the exporter down."""
+        flushed = self.flush(timeout_s)
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        if flushed:
+            self._worker.join(timeout_s)
+        with self._changed:
+            left, self._spans = len(self._spans) + self._in_export, deque()
+            self._in_export = 0  # a hung export's spans are counted here, not when (if ever) it returns
+            self._closed = True
+        if left:
+            logger.error("otel-agent-eval serve: the next hop did not take %d spans before shutdown; they are abandoned "
+                         "(agent_eval_serve_forwarded_spans_total{outcome=\"abandoned\"})", left)
+            self.metrics.forwarded("abandoned", left)
+        try:
+            self.exporter.shutdown()
+        except Exception:  # noqa: BLE001 - shutdown goes on
+            logger.exception("otel-agent-eval serve: shutting the exporter down failed")
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not self._spans and not self._closing:
+                    self._changed.wait(self.delay_s)
+                if not self._spans:
+                    if self._closing:
+                        return
+                    continue
+                if len(self._spans) < self.max_batch and not self._flush_asked and not self._closing:
+                    self._changed.wait(self.delay_s)  # let a batch gather, unless someone is waiting
+                take = min(self.max_batch, len(self._spans))
+                if take == 0:  # swept by a shutdown meanwhile
+                    continue
+                batch = [self._spans.popleft() for _ in range(take)]
+                self._in_export = take
+                self._changed.notify_all()
+            outcome = self._export(batch)
+            with self._changed:
+                if not self._closed:
+                    self.metrics.forwarded(outcome, len(batch))
+                self._in_export = 0
+                if not self._spans:
+                    self._flush_asked = 0
+                self._changed.notify_all()
+
+    def _export(self, batch: list[ReadableSpan]) -> str:
+        """Export one batch; its outcome, "exported" or "failed"."""
+        try:
+            result = self.exporter.export(batch)
+        except Exception:  # noqa: BLE001 - exporters should not raise; count it like a failure
+            logger.exception("otel-agent-eval serve: the exporter raised")
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            return "exported"
+        if not self._failed_logged:
+            self._failed_logged = True
+            logger.error("otel-agent-eval serve: the next hop refused %d spans; further failures are only counted "
+                         "(agent_eval_serve_forwarded_spans_total{outcome=\"failed\"})", len(batch))
+        return "failed"

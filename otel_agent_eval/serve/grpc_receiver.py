@@ -1,0 +1,101 @@
+"""OTLP/gRPC (`opentelemetry.proto.collector.trace.v1.TraceService/Export`) on grpcio.
+
+The request arrives as raw bytes (no deserializer registered), so a malformed message is
+answered INVALID_ARGUMENT with the reason, not grpcio's generic INTERNAL, and is decoded
+by the same code as HTTP's. A full queue answers RESOURCE_EXHAUSTED with a RetryInfo
+(in `grpc-status-details-bin`, as the Collector and the Go/Java exporters read it, and
+in `google.rpc.retryinfo-bin`, as the Python exporter reads it); shutting down answers
+UNAVAILABLE. grpcio itself refuses a message over the size limit and calls beyond
+`max_concurrent_rpcs` (RESOURCE_EXHAUSTED).
+
+    >>> server = GrpcReceiver(receiving, host="127.0.0.1", port=4317).start()
+"""
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from google.protobuf.duration_pb2 import Duration
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from .auth import BearerToken
+from .payload import PROTOBUF
+from .receive import ACCEPTED, FULL, STOPPING, UNAUTHORIZED, Answer, Receiving
+
+__all__ = ["GrpcReceiver"]
+
+logger = logging.getLogger(__name__)
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+MAX_WORKERS = 8
+MAX_CONCURRENT_RPCS = 64
+CODES = {FULL: grpc.StatusCode.RESOURCE_EXHAUSTED, STOPPING: grpc.StatusCode.UNAVAILABLE,
+         UNAUTHORIZED: grpc.StatusCode.UNAUTHENTICATED}
+
+
+class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
+    """`Export` over raw request bytes; never raises anything but the status it answers with."""
+
+    def __init__(self, receiving: Receiving, token: BearerToken | None) -> None:
+        self.receiving = receiving
+        self.token = token
+
+    def Export(self, request: bytes, context: grpc.ServicerContext) -> bytes:  # noqa: N802 - the gRPC method name
+        receiving = self.receiving
+        if self.token is not None:
+            metadata = dict(context.invocation_metadata() or ())
+            if not self.token.allows(metadata.get("authorization")):
+                self._abort(context, receiving.unauthorized("grpc"))
+        # grpcio has already undone any grpc-encoding compression
+        answer = receiving.take("grpc", request, PROTOBUF)
+        if answer.kind != ACCEPTED:
+            self._abort(context, answer)
+        response = ExportTraceServiceResponse()
+        if answer.rejected_spans:
+            response.partial_success.rejected_spans = answer.rejected_spans
+            response.partial_success.error_message = answer.message
+        return response.SerializeToString()
+
+    def _abort(self, context: grpc.ServicerContext, answer: Answer) -> None:
+        code = CODES.get(answer.kind, grpc.StatusCode.INVALID_ARGUMENT)
+        if answer.kind in (FULL, STOPPING):
+            retry = error_details_pb2.RetryInfo(retry_delay=Duration(seconds=self.receiving.retry_after_s))
+            details = status_pb2.Status(code=code.value[0], message=answer.message)
+            details.details.add().Pack(retry)
+            context.set_trailing_metadata((("grpc-status-details-bin", details.SerializeToString()),
+                                           ("google.rpc.retryinfo-bin", retry.SerializeToString())))
+        context.abort(code, answer.message)
+
+
+class GrpcReceiver:
+    """The OTLP/gRPC server; `endpoint` is `host:port` once built (port 0 picks a free one)."""
+
+    def __init__(self, receiving: Receiving, *, host: str = "127.0.0.1", port: int = 4317, token: BearerToken | None = None,
+                 max_workers: int = MAX_WORKERS, max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS) -> None:
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="otel-agent-eval-serve-grpc"),
+            maximum_concurrent_rpcs=max_concurrent_rpcs,
+            options=[("grpc.max_receive_message_length", receiving.max_bytes), ("grpc.so_reuseport", 0)])
+        service = TraceService(receiving, token)
+        handler = grpc.unary_unary_rpc_method_handler(service.Export)  # bytes in, bytes out
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
+        try:
+            bound = self._server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        except RuntimeError:  # grpcio raises when the port is taken
+            bound = 0
+        if bound == 0:
+            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+        self.address: tuple[str, int] = (host, bound)
+        self.endpoint = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+
+    def start(self) -> GrpcReceiver:
+        self._server.start()
+        return self
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Refuse new calls; calls in flight get `grace_s` to finish."""
+        self._server.stop(grace_s).wait(grace_s + 1)
+

@@ -1,0 +1,169 @@
+"""OTLP/HTTP (`POST /v1/traces`, protobuf or JSON, gzip or deflate) on the standard library's HTTP server.
+
+Bounded like the /metrics endpoint: at most `max_connections` connections are served at
+once (one more is answered 503 with `Retry-After` and closed), an idle connection is
+dropped after `idle_timeout_s`, a body over the limit is refused from its Content-Length
+(413) without being read. Answers follow `receive.Answer`; error bodies are a
+`google.rpc.Status` in the request's encoding, as the OTLP specification asks.
+
+    >>> server = HttpReceiver(receiving, host="127.0.0.1", port=4318).start()
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from .auth import BearerToken
+from .payload import JSON, PROTOBUF, media_type
+from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving
+
+__all__ = ["HttpReceiver", "TRACES_PATH"]
+
+logger = logging.getLogger(__name__)
+
+TRACES_PATH = "/v1/traces"
+MAX_CONNECTIONS = 64
+IDLE_TIMEOUT_S = 30.0
+STATUS = {ACCEPTED: 200, FULL: 429, STOPPING: 503, INVALID: 400, TOO_LARGE: 413, UNSUPPORTED: 415, UNAUTHORIZED: 401}
+GRPC_CODES = {FULL: 8, STOPPING: 14, INVALID: 3, TOO_LARGE: 3, UNSUPPORTED: 3, UNAUTHORIZED: 16}  # google.rpc.Code
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+class _TracesHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
+    server: _BoundedHttpServer
+
+    def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+        owner = self.server.owner
+        receiving = owner.receiving
+        if self.path.split("?", 1)[0] != TRACES_PATH:
+            return self._plain(404, f"no such path; OTLP traces go to {TRACES_PATH}", close=True)
+        kind = media_type(self.headers.get("Content-Type"))
+        if owner.token is not None and not owner.token.allows(self.headers.get("Authorization")):
+            return self._status(kind, receiving.unauthorized("http"), close=True)
+        if self.headers.get("Transfer-Encoding"):
+            return self._plain(411, "send a Content-Length (chunked bodies are not read)", close=True)
+        try:
+            length = int(self.headers.get("Content-Length") or "")
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            return self._plain(411, "send a valid Content-Length", close=True)
+        if length > receiving.max_bytes:
+            return self._status(kind, receiving.too_large("http", length), close=True)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self.close_connection = True
+            return  # the sender went away mid-body
+        answer = receiving.take("http", body, self.headers.get("Content-Type") or "", self.headers.get("Content-Encoding") or "identity")
+        if answer.kind == ACCEPTED:
+            response = ExportTraceServiceResponse()
+            if answer.rejected_spans:
+                response.partial_success.rejected_spans = answer.rejected_spans
+                response.partial_success.error_message = answer.message
+            return self._message(200, kind, response)
+        self._status(kind, answer, retry_after=receiving.retry_after_s if answer.kind in (FULL, STOPPING) else None)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._plain(405, f"POST OTLP traces to {TRACES_PATH}", close=True)
+
+    def _status(self, kind: str, answer: Answer, *, retry_after: int | None = None, close: bool = False) -> None:
+        status = status_pb2.Status(code=GRPC_CODES.get(answer.kind, 2), message=answer.message)
+        self._message(STATUS[answer.kind], kind, status, retry_after=retry_after, close=close)
+
+    def _message(self, code: int, kind: str, message: Any, *, retry_after: int | None = None, close: bool = False) -> None:
+        if kind == JSON:
+            body, content_type = json_format.MessageToJson(message, indent=None).encode(), JSON
+        else:
+            body, content_type = message.SerializeToString(), PROTOBUF
+        self._reply(code, body, content_type, retry_after=retry_after, close=close)
+
+    def _plain(self, code: int, text: str, *, close: bool = False) -> None:
+        self._reply(code, text.encode() + b"\n", "text/plain; charset=utf-8", close=close)
+
+    def _reply(self, code: int, body: bytes, content_type: str, *, retry_after: int | None = None, close: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if code == 401:
+            self.send_header("WWW-Authenticate", 'Bearer realm="otel-agent-eval"')
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the standard library's name
+        """Nothing per request: the answers are counted in agent_eval_serve_requests_total."""
+
+
+class _BoundedHttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: HttpReceiver
+
+    def __init__(self, address: tuple[str, int], owner: HttpReceiver, max_connections: int) -> None:
+        self.owner = owner
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, _TracesHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):  # busy: a quick retryable answer rather than a pile of threads
+            self.owner.receiving.metrics.request("http", "busy")
+            try:
+                request.settimeout(1.0)
+                request.sendall(BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        request.settimeout(self.owner.idle_timeout_s)
+        threading.Thread(target=self._serve_one, args=(request, client_address), daemon=True,
+                         name="otel-agent-eval-serve-http").start()
+
+    def _serve_one(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except (OSError, ValueError):  # a client that went away or timed out
+            pass
+        except Exception:  # noqa: BLE001 - one request must never take the server down
+            logger.exception("otel-agent-eval serve: an HTTP request failed")
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+
+class HttpReceiver:
+    """The OTLP/HTTP server; `endpoint` is its full traces URL once built (port 0 picks a free one)."""
+
+    def __init__(self, receiving: Receiving, *, host: str = "127.0.0.1", port: int = 4318, token: BearerToken | None = None,
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+        self.receiving = receiving
+        self.token = token
+        self.idle_timeout_s = idle_timeout_s
+        self._server = _BoundedHttpServer((host, port), self, max_connections)
+        self.address: tuple[str, int] = self._server.server_address[:2]
+        host_part = f"[{self.address[0]}]" if ":" in self.address[0] else self.address[0]
+        self.endpoint = f"http://{host_part}:{self.address[1]}{TRACES_PATH}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="otel-agent-eval-serve-http-accept", daemon=True)
+
+    def start(self) -> HttpReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting; requests already being read finish on their own threads."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+        self._server.server_close()

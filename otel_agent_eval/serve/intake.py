@@ -1,0 +1,138 @@
+"""Received spans into the one evaluation core: a queue bounded in spans, one consumer thread, in arrival order.
+
+A request's spans are admitted whole or not at all (`offer`), so a sender that is refused
+can retry the very same request and nothing is counted twice. The count of queued spans
+includes the batch being evaluated, so memory is bounded by `limit` spans plus the
+requests being read. The consumer replays each request as `offline/score.py` replays a
+file (time order, agent starts as hints) through a `Pipeline` built with
+`sees_starts=False`, and hands what the core returns to `forward`; a `forward` that blocks
+(the next hop is slow) fills this queue and the receivers answer "retry later".
+
+One consumer sees every trace, which run assembly needs. A sharded intake later (a worker
+per trace-id range, as the Collector's loadbalancing exporter routes) keeps this
+interface: `offer`, `has_room`, `drain`, `stop`.
+
+    >>> intake = Intake(pipeline, forward=forwarder.put, limit=8192)
+    >>> intake.offer(spans)   # False: full, answer 429 / RESOURCE_EXHAUSTED
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from ..core.pipeline import Pipeline
+from ..offline.score import agent_start_reader, in_replay_order
+
+__all__ = ["DEFAULT_QUEUE_SPANS", "Intake"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_QUEUE_SPANS = 16_384
+
+
+class Intake:
+    """`offer` from the receivers' threads; the core runs on this intake's own thread only."""
+
+    def __init__(self, pipeline: Pipeline, *, forward: Callable[[list[ReadableSpan]], None],
+                 limit: int = DEFAULT_QUEUE_SPANS, on_seen: Callable[[], object] | None = None) -> None:
+        if limit < 1:
+            raise ValueError(f"the intake queue must hold at least 1 span (got {limit})")
+        self.pipeline = pipeline
+        self.limit = limit
+        self._forward = forward
+        self._on_seen = on_seen
+        self._agent_of = agent_start_reader(pipeline)
+        self._batches: deque[list[ReadableSpan]] = deque()
+        self._queued = 0  # spans waiting or being evaluated
+        self._taken = 0  # batches the consumer finished
+        self._added = 0  # batches admitted
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
+        self._worker.start()
+
+    def __len__(self) -> int:
+        return self._queued
+
+    def has_room(self, n: int = 1) -> bool:
+        """Whether `n` more spans would be admitted now (a cheap check before decoding a request)."""
+        return not self._stopping and self._queued + n <= self.limit
+
+    def offer(self, spans: list[ReadableSpan]) -> bool:
+        """Queue a request's spans, all or none; False when they do not fit or the intake is stopping."""
+        if not spans:
+            return not self._stopping
+        with self._changed:
+            if self._stopping or self._queued + len(spans) > self.limit:
+                return False
+            self._batches.append(spans)
+            self._queued += len(spans)
+            self._added += 1
+            self._changed.notify_all()
+        return True
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Wait until what was queued when asked has been evaluated and handed on; False on timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            target = self._added
+            while self._taken < target:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Refuse new spans, evaluate the queued ones, then close every open run and hand its spans on.
+
+        False when the consumer did not finish within `timeout_s` (stuck on the next hop).
+        """
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        self._worker.join(timeout_s)
+        if self._worker.is_alive():
+            return False
+        self._hand_on(self.pipeline.close_all())
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._batches and not self._stopping:
+                    self._changed.wait()
+                if not self._batches:
+                    return
+                batch = self._batches.popleft()
+            try:
+                self._evaluate(batch)
+            except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
+                logger.exception("otel-agent-eval serve: evaluating a request failed; the service goes on")
+            with self._changed:
+                self._queued -= len(batch)
+                self._taken += 1
+                self._changed.notify_all()
+
+    def _evaluate(self, batch: list[ReadableSpan]) -> None:
+        pipeline, seen, out = self.pipeline, self._on_seen, []
+        for span, agent in in_replay_order(batch, self._agent_of, len(batch)):
+            if agent is None:
+                if seen is not None:
+                    seen()
+                out += pipeline.ended(span)
+            else:
+                out += pipeline.agent_started(span, agent)
+        self._hand_on(out)
+
+    def _hand_on(self, spans: list[ReadableSpan]) -> None:
+        if spans:
+            try:
+                self._forward(spans)
+            except Exception as exc:  # noqa: BLE001
+                self.pipeline.failed("forward", exc, "forward_errors")

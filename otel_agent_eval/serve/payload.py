@@ -1,0 +1,129 @@
+"""OTLP/HTTP and OTLP/gRPC request bodies into `ReadableSpan`s, bounded, with one clear reason when refused.
+
+Decoding is the offline readers' (`offline/otlp_proto.py`, `offline/otlp_json.py`), so a
+span reads the same from a file and off the wire. What a receiver must add is only the
+guard: a size limit also after decompression (a gzip bomb is refused at the limit, not
+inflated), and deep or broken JSON answered as a bad request rather than a crash.
+
+    >>> spans, problems = spans_of_body(body, "application/x-protobuf", "gzip")
+"""
+from __future__ import annotations
+
+import json
+import zlib
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from ..offline.otlp_json import SpanProblem, spans_of_request
+from ..offline.otlp_proto import spans_of_message
+
+__all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "TooLarge", "spans_of_body"]
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MAX_REQUEST_BYTES = 4 * 1024 * 1024  # the Collector's OTLP receiver default (max_recv_msg_size_mib: 4)
+_WINDOW_BITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class PayloadError(ValueError):
+    """A request refused as a whole (HTTP 400 / gRPC INVALID_ARGUMENT); the message is what the sender sees."""
+
+    status = 400
+
+
+class TooLarge(PayloadError):
+    """A body over the size limit, compressed or not (HTTP 413)."""
+
+    status = 413
+
+
+class Unsupported(PayloadError):
+    """A content type or encoding this receiver does not speak (HTTP 415)."""
+
+    status = 415
+
+
+def media_type(content_type: str | None) -> str:
+    """`application/json; charset=utf-8` -> `application/json`."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *,
+                  limit: int = MAX_REQUEST_BYTES) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of one export request, and why any single span was skipped.
+
+    Raises `PayloadError` (or its `TooLarge`, `Unsupported`) when the request as a whole cannot be read.
+    """
+    kind = media_type(content_type)
+    if kind not in (PROTOBUF, JSON):
+        raise Unsupported(f"unsupported Content-Type {content_type[:60]!r}: send {PROTOBUF} or {JSON}")
+    data = decompressed(body, encoding, limit)
+    if kind == PROTOBUF:
+        return protobuf_spans(data)
+    return json_spans(data)
+
+
+def protobuf_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
+    try:
+        return spans_of_message(data)
+    except SpanProblem as exc:
+        raise PayloadError(str(exc)) from None
+    except RecursionError:
+        raise PayloadError("not an OTLP ExportTraceServiceRequest (nested too deeply)") from None
+
+
+def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
+    try:
+        request = json.loads(data)
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise PayloadError(f"not JSON ({str(exc)[:120]})") from None
+    if not isinstance(request, dict):
+        raise PayloadError(f"a JSON {type(request).__name__}, not an ExportTraceServiceRequest object")
+    resource_spans = request.get("resourceSpans", request.get("resource_spans", []))
+    try:
+        return spans_of_request(resource_spans)
+    except SpanProblem as exc:
+        raise PayloadError(str(exc)) from None
+    except RecursionError:
+        raise PayloadError("JSON nested too deeply") from None
+
+
+def decompressed(body: bytes, encoding: str, limit: int = MAX_REQUEST_BYTES) -> bytes:
+    """`body` decoded per Content-Encoding, never more than `limit` bytes of it (`TooLarge` beyond)."""
+    encoding = (encoding or "identity").strip().lower()
+    if len(body) > limit:
+        raise TooLarge(f"request body of {len(body):,} bytes is over the limit of {limit:,}")
+    if encoding == "identity":
+        return body
+    bits = _WINDOW_BITS.get(encoding)
+    if bits is None:
+        raise Unsupported(f"unsupported Content-Encoding {encoding[:40]!r}: send gzip, deflate or none")
+    inflater = zlib.decompressobj(bits)
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise PayloadError(f"body is not valid {encoding} ({exc})") from None
+    if len(data) > limit:
+        raise TooLarge(f"request body inflates past the limit of {limit:,} bytes")
+    if not inflater.eof:
+        raise PayloadError(f"body is truncated {encoding}")
+    return data
+
+
+def span_count(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES) -> int:
+    """How many spans a request holds, without building them (to count a refused request); 0 if unreadable."""
+    try:
+        data = decompressed(body, encoding, limit)
+        if media_type(content_type) == PROTOBUF:
+            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+            request = ExportTraceServiceRequest.FromString(data)
+            return sum(len(scope.spans) for entry in request.resource_spans for scope in entry.scope_spans)
+        request = json.loads(data)
+        entries = request.get("resourceSpans", request.get("resource_spans")) or []
+        return sum(len(scope.get("spans") or ()) for entry in entries for scope in
+                   (entry.get("scopeSpans", entry.get("scope_spans")) or ()))
+    except Exception:  # noqa: BLE001 - an unreadable refused request counts no spans
+        return 0

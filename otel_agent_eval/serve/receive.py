@@ -1,0 +1,83 @@
+"""What both receivers do with one export request, whatever the transport: check, decode, admit, answer.
+
+The transports only translate the `Answer` into their own status codes
+(`http_receiver.py`, `grpc_receiver.py`), so HTTP and gRPC refuse, count and explain the
+same way. The answers follow the OTLP specification: a full queue is retryable (HTTP 429,
+gRPC RESOURCE_EXHAUSTED with RetryInfo), shutting down too (503 / UNAVAILABLE); an
+unreadable request is not (400 / INVALID_ARGUMENT); spans skipped inside a readable request
+are reported as a partial success.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .intake import Intake
+from .payload import MAX_REQUEST_BYTES, PayloadError, TooLarge, Unsupported, span_count, spans_of_body
+from .self_metrics import ServeMetrics
+
+__all__ = ["Answer", "Receiving"]
+
+ACCEPTED, FULL, STOPPING, INVALID, TOO_LARGE, UNSUPPORTED, UNAUTHORIZED = (
+    "accepted", "queue_full", "shutting_down", "invalid", "too_large", "unsupported", "unauthorized")
+RETRYABLE = (FULL, STOPPING)
+
+
+class Answer(NamedTuple):
+    """The outcome of one request: `kind` (one of the constants above), a message for the sender, spans skipped."""
+
+    kind: str
+    message: str = ""
+    rejected_spans: int = 0
+
+
+class Receiving:
+    """Decodes and admits one request into the intake, counting every span once (accepted, refused or invalid)."""
+
+    def __init__(self, intake: Intake, metrics: ServeMetrics, *, max_bytes: int = MAX_REQUEST_BYTES,
+                 retry_after_s: int = 1) -> None:
+        self.intake = intake
+        self.metrics = metrics
+        self.max_bytes = max_bytes
+        self.retry_after_s = retry_after_s
+        self.stopping = False
+
+    def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
+        if self.stopping or not self.intake.has_room():
+            return self._refused(transport, body, content_type, encoding)
+        try:
+            spans, problems = spans_of_body(body, content_type, encoding, limit=self.max_bytes)
+        except TooLarge as exc:
+            return self._answer(transport, Answer(TOO_LARGE, str(exc)))
+        except Unsupported as exc:
+            return self._answer(transport, Answer(UNSUPPORTED, str(exc)))
+        except PayloadError as exc:
+            return self._answer(transport, Answer(INVALID, str(exc)))
+        if not self.intake.offer(spans):
+            self.metrics.spans(transport, "refused", len(spans))
+            return self._answer(transport, self._full())
+        self.metrics.spans(transport, "accepted", len(spans))
+        self.metrics.spans(transport, "invalid", len(problems))
+        message = ""
+        if problems:
+            message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
+        return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
+
+    def too_large(self, transport: str, length: int) -> Answer:
+        """A body refused from its declared length, before it is read."""
+        return self._answer(transport, Answer(TOO_LARGE, f"request body of {length:,} bytes is over the limit of {self.max_bytes:,}"))
+
+    def unauthorized(self, transport: str) -> Answer:
+        return self._answer(transport, Answer(UNAUTHORIZED, "missing or wrong bearer token"))
+
+    def _refused(self, transport: str, body: bytes, content_type: str, encoding: str) -> Answer:
+        self.metrics.spans(transport, "refused", span_count(body, content_type, encoding, limit=self.max_bytes))
+        return self._answer(transport, self._full())
+
+    def _full(self) -> Answer:
+        if self.stopping:
+            return Answer(STOPPING, "shutting down; send to another replica or retry later")
+        return Answer(FULL, f"the evaluation queue is full ({self.intake.limit:,} spans); retry after {self.retry_after_s}s")
+
+    def _answer(self, transport: str, answer: Answer) -> Answer:
+        self.metrics.request(transport, answer.kind)
+        return answer

@@ -1,0 +1,171 @@
+"""The service: receivers -> intake (one `Pipeline`) -> forwarder -> next hop, with status and self-metrics.
+
+Built from the same `OTEL_AGENT_EVAL_*` settings as the processor (`otel/wiring.py`), with
+the core set up as the zero-code exporter sets it (`sees_starts=False`): spans arrive
+finished. `stop()` is the graceful shutdown: not ready, stop accepting, evaluate what was
+accepted, close open runs, flush the next hop, then stop serving metrics.
+
+    >>> service = Service(ServeConfig(http_port=4318, forward_to="http://collector:4318/v1/traces")).start()
+    >>> service.stop()
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from ..config.catalog import Catalog, PathLike
+from ..config.settings import Settings
+from ..otel.wiring import attach, build_pipeline, resolve
+from .auth import BearerToken
+from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
+from .grpc_receiver import GrpcReceiver
+from .http_receiver import HttpReceiver
+from .intake import DEFAULT_QUEUE_SPANS, Intake
+from .payload import MAX_REQUEST_BYTES
+from .receive import Receiving
+from .self_metrics import ServeMetrics
+from .status import serve_status
+
+__all__ = ["ServeConfig", "Service"]
+
+logger = logging.getLogger(__name__)
+
+COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Where to listen and where to forward; a port of None turns that listener off, 0 picks a free port."""
+
+    bind: str = "127.0.0.1"
+    grpc_port: int | None = 4317
+    http_port: int | None = 4318
+    metrics_port: int | None = 9464
+    metrics_bind: str | None = None  # default: `bind`
+    forward_to: str | None = None  # an OTLP/HTTP traces URL; None forwards nowhere
+    bearer_token: BearerToken | None = None
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    queue_spans: int = DEFAULT_QUEUE_SPANS
+    forward_queue_spans: int = DEFAULT_FORWARD_QUEUE
+    forward_delay_s: float = 1.0
+    retry_after_s: int = 1
+    drain_timeout_s: float = 10.0
+
+
+class Service:
+    """One process of `otel-agent-eval serve`; `exporter` replaces the OTLP exporter `forward_to` would build."""
+
+    metrics_address: tuple[str, int] | None = None
+
+    def __init__(self, config: ServeConfig = ServeConfig(), *, settings: Settings | None = None,
+                 catalog: Catalog | PathLike | None = None, registry: CollectorRegistry | None = REGISTRY,
+                 exporter: SpanExporter | None = None, **options: Any) -> None:
+        self.config = config
+        settings = settings or Settings.from_env()
+        self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False,
+                                                     **resolve(settings, catalog=catalog, **options))
+        self.registry = registry
+        self.serve_metrics = ServeMetrics(registry=registry)
+        if exporter is None and config.forward_to:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter(endpoint=config.forward_to)
+        if exporter is None:  # nothing to forward to: score, but build no enriched copies
+            self.pipeline.enricher = None
+        self.forwarder = Forwarder(exporter, self.serve_metrics, limit=config.forward_queue_spans,
+                                   delay_s=config.forward_delay_s) if exporter is not None else None
+        self.intake = Intake(self.pipeline, forward=self._forward, limit=config.queue_spans, on_seen=self.metrics.seen.bump)
+        self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
+                                   retry_after_s=config.retry_after_s)
+        self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
+        self.metrics.gauges = {
+            "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),
+            "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.pipeline.runs.held_back),
+        }
+        self.serve_metrics.gauges = {
+            "queued_spans": ("Spans accepted and not evaluated yet.", lambda: len(self.intake)),
+            "queue_capacity_spans": ("Spans the intake queue holds before senders are told to retry.", lambda: self.intake.limit),
+            "forward_queued_spans": ("Evaluated spans waiting for the next hop.",
+                                     lambda: len(self.forwarder) if self.forwarder is not None else 0),
+        }
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+        self._status: tuple[Any, Any] | None = None
+        self._closers: list[Callable[[], Any]] = []
+        self._ready = False
+        self._stopped = False
+        attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
+        self._closers.append(close)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready and not self.receiving.stopping
+
+    def start(self) -> Service:
+        """Listen on the configured ports (OSError, with everything started so far stopped, when one is taken)."""
+        config = self.config
+        try:
+            if config.metrics_port is not None and self.registry is not None:
+                addr = config.metrics_bind or config.bind
+                self._status = serve_status(self.registry, lambda: self.ready, port=config.metrics_port, addr=addr)
+                self.metrics_address = self._status[0].server_address[:2]
+            if config.grpc_port is not None:
+                self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
+                                         token=config.bearer_token).start()
+            if config.http_port is not None:
+                self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
+                                         token=config.bearer_token).start()
+        except OSError:
+            self.stop()
+            raise
+        self._ready = True
+        return self
+
+    def drain(self, timeout_s: float = 10.0) -> bool:
+        """Evaluate what was accepted so far and export it to the next hop (tests and scrapes use this)."""
+        if not self.intake.drain(timeout_s):
+            return False
+        return self.forwarder.flush(timeout_s) if self.forwarder is not None else True
+
+    def stop(self) -> None:
+        """Graceful shutdown: refuse new spans, evaluate and forward the accepted ones, close runs, flush."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.receiving.stopping = True
+        timeout = self.config.drain_timeout_s
+        for receiver in (self.grpc, self.http):
+            if receiver is not None:
+                receiver.stop()
+        finished = self.intake.stop(timeout)
+        if self.forwarder is not None:
+            self.forwarder.shutdown(timeout if finished else 0.0)
+        if not finished:  # it waited on a next hop that hangs; the forwarder now abandons (counted) instead
+            self.intake.stop(timeout)
+        for close in self._closers:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - shutdown goes on
+                logger.exception("otel-agent-eval serve: shutdown step failed")
+        if self._status is not None:
+            server, thread = self._status
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+        self.metrics.close()
+        m = self.serve_metrics
+        logger.info("otel-agent-eval serve: stopped; spans accepted %d, refused %d, invalid %d; forwarded %d, failed %d, "
+                    "abandoned %d", m.span_count("accepted"), m.span_count("refused"), m.span_count("invalid"),
+                    m.forward_count("exported"), m.forward_count("failed"), m.forward_count("abandoned"))
+
+    def _forward(self, spans: list[ReadableSpan]) -> None:
+        if self.forwarder is not None:
+            self.forwarder.put(spans)

@@ -1,0 +1,107 @@
+"""`otel-agent-eval serve`: run the evaluation as an OTLP hop until SIGTERM or SIGINT, then drain and exit 0.
+
+Bad arguments (a broken catalog, an unreadable token file, a port in use) end with one
+line on stderr and exit code 2, before anything listens.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from ..config.catalog import load_catalog
+from ..config.settings import Settings
+
+__all__ = ["add_serve_arguments", "run_serve"]
+
+EXIT_BAD_INPUT = 2
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number 0-65535 (0 picks a free port)")
+    return port
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--grpc-port", type=_port, default=4317, metavar="PORT", help="OTLP/gRPC port (default 4317; 0: a free port)")
+    parser.add_argument("--http-port", type=_port, default=4318, metavar="PORT", help="OTLP/HTTP port (default 4318; 0: a free port)")
+    parser.add_argument("--no-grpc", action="store_true", help="do not listen for OTLP/gRPC")
+    parser.add_argument("--no-http", action="store_true", help="do not listen for OTLP/HTTP")
+    parser.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                        help="address of every listener (default 127.0.0.1: this machine only; 0.0.0.0 for all)")
+    parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                        help="port of /metrics, /healthz and /readyz (default: $OTEL_AGENT_EVAL_METRICS_PORT, else 9464)")
+    parser.add_argument("--forward-to", metavar="URL",
+                        help="OTLP/HTTP traces URL of the next hop, e.g. http://collector:4318/v1/traces (default: nowhere)")
+    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
+    parser.add_argument("--environment", metavar="ENV", help="threshold set of the catalog")
+    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    parser.add_argument("--bearer-token-file", metavar="FILE", help="require 'Authorization: Bearer <token in FILE>' on every request")
+    parser.add_argument("--queue-spans", type=int, default=None, metavar="N",
+                        help="spans accepted and not yet evaluated before senders are told to retry (default 16384)")
+    parser.add_argument("--max-request-mib", type=float, default=4.0, metavar="MIB", help="largest request body, also inflated (default 4)")
+    parser.add_argument("--forward-delay", type=float, default=1.0, metavar="SECONDS",
+                        help="longest wait to fill a batch for the next hop (default 1)")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until a signal; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
+    from ..serve import ServeConfig, Service
+    from ..serve.auth import read_token_file
+    from ..serve.intake import DEFAULT_QUEUE_SPANS
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    settings = Settings.from_env().override(catalog=args.catalog, profile=args.profile, environment=args.environment)
+    catalog = load_catalog(settings.catalog)  # a broken file stops here, in one line (no fallback for a service)
+    if args.no_grpc and args.no_http:
+        raise ValueError("serve: --no-grpc and --no-http leave nothing to receive spans")
+    if args.queue_spans is not None and args.queue_spans < 1:
+        raise ValueError(f"serve: --queue-spans must be at least 1 (got {args.queue_spans})")
+    if not 0 < args.max_request_mib <= 1024:
+        raise ValueError(f"serve: --max-request-mib must be above 0 and at most 1024 (got {args.max_request_mib:g})")
+    config = ServeConfig(
+        bind=args.bind,
+        grpc_port=None if args.no_grpc else args.grpc_port,
+        http_port=None if args.no_http else args.http_port,
+        metrics_port=(args.metrics_port if args.metrics_port is not None else settings.metrics_port) if settings.metrics_enabled else None,
+        forward_to=args.forward_to,
+        bearer_token=read_token_file(args.bearer_token_file) if args.bearer_token_file else None,
+        max_request_bytes=int(args.max_request_mib * 1024 * 1024),
+        queue_spans=args.queue_spans or DEFAULT_QUEUE_SPANS,
+        forward_delay_s=args.forward_delay,
+    )
+    service = Service(config, settings=settings, catalog=catalog)
+    try:
+        service.start()
+    except OSError as exc:
+        raise ValueError(f"serve: cannot listen on {args.bind} ({exc.strerror or exc})") from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    print(_listening(service), flush=True)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        service.stop()
+    return 0
+
+
+def _listening(service: Any) -> str:
+    """One line saying where everything listens (tests read the ports from it)."""
+    parts = []
+    if service.grpc is not None:
+        parts.append(f"OTLP/gRPC on {service.grpc.endpoint}")
+    if service.http is not None:
+        parts.append(f"OTLP/HTTP on {service.http.endpoint}")
+    if service.metrics_address is not None:
+        parts.append("metrics on http://{}:{}/metrics".format(*service.metrics_address))
+    parts.append(f"forwarding to {service.config.forward_to}" if service.config.forward_to else "forwarding nowhere")
+    return "otel-agent-eval serve: " + ", ".join(parts)

@@ -1,0 +1,418 @@
+"""`otel-agent-eval serve`: real OTLP exporters in, the processor's very results out, retryable refusals when full.
+
+The service runs in this process on free ports (and once as a real subprocess through the
+CLI); spans come from the Python SDK through its real OTLP/HTTP and OTLP/gRPC exporters;
+the next hop is a real OTLP/HTTP receiver in this process (`otlp_receiver.py`).
+"""
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import HttpReceiver, running_receiver
+from prometheus_client import CollectorRegistry
+
+from otel_agent_eval.config.settings import Settings
+from otel_agent_eval.core import conventions as c
+from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
+from otel_agent_eval.serve import ServeConfig, Service
+from otel_agent_eval.serve.auth import BearerToken
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+SETTINGS = Settings(metrics_enabled=False)  # the environment of the test run must not change the service
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """requests and grpc honour proxy variables; 127.0.0.1 must be reached directly."""
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "grpc_proxy", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def service(exporter: SpanExporter | None = None, **config: Any) -> Service:
+    options = dict(grpc_port=0, http_port=0, metrics_port=0, forward_delay_s=0.05, **config)
+    return Service(ServeConfig(**options), settings=SETTINGS, registry=CollectorRegistry(), exporter=exporter).start()
+
+
+@pytest.fixture
+def hop() -> Iterator[tuple[Service, HttpReceiver]]:
+    """A service forwarding to an in-test OTLP/HTTP receiver through the standard OTLP exporter."""
+    with running_receiver("http") as receiver:
+        svc = service(forward_to=receiver.endpoint)
+        try:
+            yield svc, receiver
+        finally:
+            svc.stop()
+
+
+def sender(protocol: str, svc: Service, **options: Any) -> SpanExporter:
+    if protocol == "grpc":
+        return GrpcSpanExporter(endpoint=svc.grpc.endpoint, insecure=True, **options)
+    return HttpSpanExporter(endpoint=svc.http.endpoint, **options)
+
+
+# -- traces of every convention, with explicit times (scores are deterministic) -----------------------
+
+def emit_traces(tracer: trace.Tracer) -> None:
+    """A GenAI agent run (optimal, suboptimal and failing calls, an LLM call, a plain step), an OpenInference
+    run, an OpenLLMetry run, a tool span as its own root, and a plain trace."""
+    def run(agent_attrs: dict[str, Any], calls: Sequence[tuple[str, dict[str, Any], int, bool]], t0: int) -> None:
+        agent = tracer.start_span("agent", start_time=t0, attributes=agent_attrs)
+        inside = trace.set_span_in_context(agent)
+        start = t0 + MS
+        for name, attrs, duration_ms, failed in calls:
+            span = tracer.start_span(name, context=inside, start_time=start, attributes=attrs)
+            if failed:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, "boom"))
+            span.end(end_time=start + duration_ms * MS)
+            start += (duration_ms + 1) * MS
+        agent.end(end_time=start + MS)
+
+    def genai(tool: str, query: str = "refund policy") -> dict[str, Any]:
+        return {c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL, c.GEN_AI_TOOL_NAME: tool,
+                c.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({"query": query})}
+
+    run({c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: "support_agent"}, [
+        ("execute_tool local_index", genai("local_index"), 20, False),
+        ("execute_tool web_search", genai("web_search"), 500, False),
+        ("execute_tool web_search", genai("web_search", "again"), 700, True),
+        ("chat", {c.GEN_AI_OPERATION_NAME: "chat", "gen_ai.request.model": "gpt-4o-mini",
+                  "gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 300}, 900, False),
+        ("format_answer", {"app.step": "format"}, 5, False),
+    ], T0)
+    run({"openinference.span.kind": "AGENT", "agent.name": "math_agent"}, [
+        ("calc", {"openinference.span.kind": "TOOL", "tool.name": "basic_calculator", "input.value": '{"expression": "2+2"}'}, 3, False),
+        ("mystery", {"openinference.span.kind": "TOOL", "tool.name": "mystery_tool", "input.value": "x"}, 40, False),
+    ], T0 + 10_000 * MS)
+    run({"traceloop.span.kind": "agent", "gen_ai.agent.name": "analytics_bot"}, [
+        ("sql", {"traceloop.span.kind": "tool", "gen_ai.tool.name": "sql_query", "traceloop.entity.input": "{}"}, 120, False),
+    ], T0 + 20_000 * MS)
+    root_tool = tracer.start_span("execute_tool web_search", start_time=T0 + 30_000 * MS, attributes=genai("web_search"))
+    root_tool.end(end_time=T0 + 30_300 * MS)
+    plain = tracer.start_span("GET /health", start_time=T0 + 40_000 * MS)
+    plain.end(end_time=T0 + 40_001 * MS)
+
+
+SPAN_COUNT = 13
+
+
+def scored_samples(registry: CollectorRegistry) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
+    """Every scored series (not the self-metrics, which describe each entry point itself)."""
+    out = []
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name.startswith("agent_eval_") and not sample.name.startswith(("agent_eval_processor_", "agent_eval_serve_")):
+                out.append((sample.name, tuple(sorted(sample.labels.items())), round(sample.value, 9)))
+    return sorted(out)
+
+
+def plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def evaluation_of(attributes: dict[str, Any], events: Sequence[tuple[str, dict[str, Any]]]) -> tuple[Any, ...]:
+    ours = {k: plain(v) for k, v in attributes.items() if k.startswith("agent_eval.")}
+    return ours, sorted((name, sorted((k, plain(v)) for k, v in attrs.items())) for name, attrs in events)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_serve_produces_exactly_what_the_python_processor_produces(hop: tuple[Service, HttpReceiver], protocol: str) -> None:
+    svc, receiver = hop
+    processed, registry = InMemorySpanExporter(), CollectorRegistry()
+    processor = AgentEvalSpanProcessor(registry=registry, forward_to=SimpleSpanProcessor(processed))
+    provider = TracerProvider(resource=Resource.create({"service.name": "serve-test"}), shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    provider.add_span_processor(BatchSpanProcessor(sender(protocol, svc)))
+    emit_traces(provider.get_tracer("serve-test"))
+    assert provider.force_flush()
+    processor.drain()
+
+    received = receiver.wait_for_spans(SPAN_COUNT)
+    assert svc.drain()
+    assert len(received) == SPAN_COUNT  # every span forwarded once
+    theirs = {s["span_id"]: evaluation_of(s["attributes"], [(e["name"], e["attributes"]) for e in s["events"]]) for s in received}
+    ours = {s.context.span_id: evaluation_of(dict(s.attributes), [(e.name, dict(e.attributes)) for e in s.events])
+            for s in processed.get_finished_spans()}
+    assert theirs == ours
+    assert sum(1 for attrs, _ in ours.values() if attrs) == 10  # 7 tool spans (one a root, its run on it too) and 3 agent roots
+    assert scored_samples(svc.registry) == scored_samples(registry)
+    assert svc.registry.get_sample_value("agent_eval_serve_spans_total", {"transport": protocol, "outcome": "accepted"}) == SPAN_COUNT
+    assert svc.registry.get_sample_value("agent_eval_processor_spans_seen_total") == SPAN_COUNT
+    assert svc.registry.get_sample_value("agent_eval_serve_forwarded_spans_total", {"outcome": "exported"}) == SPAN_COUNT
+    provider.shutdown()
+
+
+# -- back-pressure: a next hop that hangs fills the queues; senders are told to retry, every span is counted ----
+
+class HangingExporter(SpanExporter):
+    """Holds every export until `release`; then keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.release.wait(30)
+        self.spans += spans
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.release.set()
+
+
+def request_body(n: int) -> bytes:
+    """One serialized ExportTraceServiceRequest of `n` tool spans, made by the SDK and the OTLP encoder."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(n):
+        provider.get_tracer("bp").start_span(f"tool {i}", attributes={c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+                                                                      c.GEN_AI_TOOL_NAME: "web_search"}).end()
+    return encode_spans(memory.get_finished_spans()).SerializeToString()
+
+
+def post(svc: Service, body: bytes, headers: dict[str, str] | None = None, path: str = "/v1/traces") -> tuple[int, dict[str, str], bytes]:
+    host, port = svc.http.address
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        connection.request("POST", path, body, {"Content-Type": "application/x-protobuf", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_a_hanging_next_hop_makes_senders_retry_and_every_span_is_counted() -> None:
+    hanging = HangingExporter()
+    svc = service(hanging, queue_spans=20, forward_queue_spans=10)
+    try:
+        body = request_body(5)
+        answers = []
+        while len(answers) < 40:  # until the hop's queue (10 spans, so the intake's thread waits) and ours are full
+            answers.append(post(svc, body))
+            if answers[-1][0] == 429 and svc.forwarder.waiting == 10 and not svc.intake.has_room(1):
+                break
+        codes = [status for status, _, _ in answers]
+        assert codes.count(200) >= 4 and codes[-1] == 429, codes  # at least what the intake holds
+        refused = [(headers, reply) for status, headers, reply in answers if status == 429]
+        assert all(headers.get("Retry-After") == "1" for headers, _ in refused)
+        assert "queue is full" in status_pb2.Status.FromString(refused[0][1]).message
+
+        # the real exporters get the retryable answer and give up within their timeout (Retry-After 1 s > 0.5 s)
+        for protocol in ("grpc", "http"):
+            exporter = sender(protocol, svc, timeout=0.5)
+            assert exporter.export(_spans(3)) is SpanExportResult.FAILURE
+            exporter.shutdown()
+
+        value = svc.registry.get_sample_value
+        accepted = value("agent_eval_serve_spans_total", {"transport": "http", "outcome": "accepted"})
+        refused_http = value("agent_eval_serve_spans_total", {"transport": "http", "outcome": "refused"})
+        refused_grpc = value("agent_eval_serve_spans_total", {"transport": "grpc", "outcome": "refused"})
+        assert accepted == 5 * codes.count(200)
+        assert refused_http == 5 * codes.count(429) + 3  # the requests above, and the HTTP exporter's 3 spans
+        assert refused_grpc == 3
+        assert value("agent_eval_serve_requests_total", {"transport": "grpc", "answer": "queue_full"}) == 1
+
+        hanging.release.set()  # the hop recovers: every accepted span reaches it, none twice
+        assert svc.drain()
+        assert len(hanging.spans) == accepted
+        assert value("agent_eval_serve_forwarded_spans_total", {"outcome": "exported"}) == accepted
+    finally:
+        hanging.release.set()
+        svc.stop()
+
+
+def test_grpc_refusal_carries_retry_info() -> None:
+    hanging = HangingExporter()
+    svc = service(hanging, queue_spans=1, forward_queue_spans=1)
+    try:
+        body = request_body(1)
+        with grpc.insecure_channel(svc.grpc.endpoint) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            errors = []
+            for _ in range(6):
+                try:
+                    export(body, timeout=5)
+                except grpc.RpcError as error:
+                    errors.append(error)
+        assert errors and errors[0].code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        trailers = dict(errors[0].trailing_metadata())
+        details = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+        from google.rpc.error_details_pb2 import RetryInfo
+
+        info = RetryInfo()
+        assert details.details[0].Unpack(info) and info.retry_delay.seconds == 1
+    finally:
+        hanging.release.set()
+        svc.stop()
+
+
+# -- hostile and odd payloads: one clear error each, and the service goes on ---------------------------
+
+def test_hostile_payloads_get_errors_and_the_service_keeps_serving() -> None:
+    svc = service(max_request_bytes=64 * 1024)
+    try:
+        status, _, reply = post(svc, b"\x0a\xff\xff\xff\xff\x0f garbage")
+        assert status == 400 and "not an OTLP ExportTraceServiceRequest" in status_pb2.Status.FromString(reply).message
+        deep = b"[" * 30_000 + b"]" * 30_000
+        status, _, reply = post(svc, gzip.compress(deep), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        assert status == 400 and "nested too deeply" in json.loads(reply)["message"]
+        status, _, reply = post(svc, b"x" * (64 * 1024 + 1))
+        assert status == 413 and "over the limit" in status_pb2.Status.FromString(reply).message
+        bomb = gzip.compress(b"\0" * (10 * 1024 * 1024))
+        status, _, reply = post(svc, bomb, {"Content-Encoding": "gzip"})
+        assert status == 413 and "inflates past the limit" in status_pb2.Status.FromString(reply).message
+        status, _, _ = post(svc, b"{}", {"Content-Type": "text/plain"})
+        assert status == 415
+        status, _, _ = post(svc, b"", path="/v1/metrics")
+        assert status == 404
+        status, _, reply = post(svc, b"\x00\x01", {"Content-Encoding": "gzip"})
+        assert status == 400 and "not valid gzip" in status_pb2.Status.FromString(reply).message
+
+        # JSON with one unreadable span: the others are taken, the sender is told which were not
+        request = json_format.MessageToDict(encode_spans(_spans(2)))
+        request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"] = "zz"
+        status, _, reply = post(svc, json.dumps(request).encode(), {"Content-Type": "application/json"})
+        answer = json.loads(reply)
+        assert status == 200 and answer["partialSuccess"]["rejectedSpans"] == "1" and "traceId" in answer["partialSuccess"]["errorMessage"]
+
+        with grpc.insecure_channel(svc.grpc.endpoint) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.RpcError) as error:
+                export(b"\x0a\xff\xff\xff\xff\x0f garbage", timeout=5)
+            assert error.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert "not an OTLP ExportTraceServiceRequest" in error.value.details()
+            with pytest.raises(grpc.RpcError) as error:
+                export(b"\x0a" + b"\x00" * (64 * 1024 + 10), timeout=5)
+            assert error.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # grpcio's own size limit
+
+        for protocol in ("http", "grpc"):  # still serving, on both transports
+            assert sender(protocol, svc, timeout=5).export(_spans(2)) is SpanExportResult.SUCCESS
+        assert svc.drain()
+        value = svc.registry.get_sample_value
+        assert value("agent_eval_serve_spans_total", {"transport": "http", "outcome": "invalid"}) == 1
+        assert value("agent_eval_serve_requests_total", {"transport": "http", "answer": "invalid"}) == 3
+        assert value("agent_eval_processor_spans_seen_total") == 1 + 2 + 2
+    finally:
+        svc.stop()
+
+
+def _spans(n: int) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(n):
+        provider.get_tracer("t").start_span(f"step {i}").end()
+    return list(memory.get_finished_spans())
+
+
+def test_bearer_token_is_required_on_both_transports() -> None:
+    svc = service(bearer_token=BearerToken("s3cret"))
+    try:
+        status, headers, _ = post(svc, encode_spans(_spans(1)).SerializeToString())
+        assert status == 401 and headers.get("WWW-Authenticate", "").startswith("Bearer")
+        assert post(svc, b"", {"Authorization": "Bearer wrong"})[0] == 401
+        assert sender("http", svc, headers={"Authorization": "Bearer s3cret"}).export(_spans(1)) is SpanExportResult.SUCCESS
+        assert sender("grpc", svc, headers={"authorization": "Bearer s3cret"}).export(_spans(1)) is SpanExportResult.SUCCESS
+        with grpc.insecure_channel(svc.grpc.endpoint) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.RpcError) as error:
+                export(b"", timeout=5)
+            assert error.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert svc.registry.get_sample_value("agent_eval_serve_spans_total", {"transport": "http", "outcome": "accepted"}) == 1
+    finally:
+        svc.stop()
+
+
+def test_empty_requests_are_fine_and_health_follows_shutdown() -> None:
+    svc = service()
+    host, port = svc.metrics_address
+    try:
+        status, _, reply = post(svc, b"")
+        assert status == 200 and ExportTraceServiceResponse.FromString(reply) == ExportTraceServiceResponse()
+
+        def get(path: str) -> int:
+            connection = http.client.HTTPConnection(host, port, timeout=5)
+            connection.request("GET", path)
+            return connection.getresponse().status
+
+        assert (get("/healthz"), get("/readyz"), get("/metrics")) == (200, 200, 200)
+        svc.receiving.stopping = True  # as stop() begins
+        assert get("/readyz") == 503 and post(svc, b"")[0] == 503
+    finally:
+        svc.stop()
+
+
+# -- the command: a real process, SIGTERM drains; bad arguments in one line -------------------------------
+
+def start_cli(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    process = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0",
+                                "--http-port", "0", "--metrics-port", "0", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
+    line = process.stdout.readline()
+    assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
+    parts = dict(part.split(" on ", 1) for part in line.split(": ", 1)[1].split(", ") if " on " in part)
+    return process, parts
+
+
+def test_the_command_serves_and_sigterm_drains_into_the_next_hop() -> None:
+    with running_receiver("http") as receiver:
+        process, where = start_cli("--forward-to", receiver.endpoint, "--forward-delay", "60")
+        try:
+            exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=5)
+            provider = TracerProvider(shutdown_on_exit=False)
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            emit_traces(provider.get_tracer("cli"))
+            provider.shutdown()
+            assert receiver.span_count() == 0  # held for the 60 s batch delay ...
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0  # ... and flushed by the graceful shutdown
+            spans = receiver.spans()
+            assert len(spans) == SPAN_COUNT
+            assert sum(1 for s in spans if any(k.startswith("agent_eval.") for k in s["attributes"])) == 10
+            assert "Traceback" not in process.stderr.read()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_bad_arguments_end_in_one_line(tmp_path) -> None:
+    missing = tmp_path / "missing-token"
+    run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--bearer-token-file", str(missing)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == f"otel-agent-eval: --bearer-token-file {missing}: cannot read it (No such file or directory)"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0", "--metrics-port", "0",
+                              "--http-port", str(busy.getsockname()[1])], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == "otel-agent-eval: serve: cannot listen on 127.0.0.1 (Address already in use)"
