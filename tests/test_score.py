@@ -614,3 +614,18 @@ def test_cli_strict_turns_skipped_input_into_exit_2(app, tmp_path):
     assert "1 unreadable records or spans skipped" in out
     code, _, err = main_in_process(["t.json", "--fail-under", "efficiency=0", "--strict"], tmp_path)
     assert code == 2 and err.splitlines()[-1] == "otel-agent-eval: --strict: 1 records or spans skipped, 0 files without spans"
+
+
+def test_reports_get_the_mode_a_plain_open_gives(tmp_path):
+    """mkstemp creates 0600 files: a report meant for a CI artifact or a colleague must not stay private."""
+    import os
+
+    from otel_agent_eval.tools.score import write_atomically
+
+    mask = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "report.html", "<p>ok</p>")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "report.html").read_text() == "<p>ok</p>"
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o666 & ~mask

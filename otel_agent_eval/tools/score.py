@@ -96,10 +96,20 @@ def run_score(args: argparse.Namespace) -> int:
     return 0 if gate.passed else EXIT_GATE_FAILED
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it; read once, when the command starts
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` whole or not at all: a temporary file beside it, then a rename over it."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(temporary, 0o666 & ~_UMASK)  # a report to share: the mode a plain open() gives, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
