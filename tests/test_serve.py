@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -173,10 +174,11 @@ class HangingExporter(SpanExporter):
     """Holds every export until `release`; then keeps what it was given."""
 
     def __init__(self) -> None:
-        self.release = threading.Event()
+        self.release, self.entered = threading.Event(), threading.Event()
         self.spans: list[ReadableSpan] = []
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
         self.release.wait(30)
         self.spans += spans
         return SpanExportResult.SUCCESS
@@ -213,10 +215,15 @@ def test_a_hanging_next_hop_makes_senders_retry_and_every_span_is_counted() -> N
     try:
         body = request_body(5)
         answers = []
-        while len(answers) < 40:  # until the hop's queue (10 spans, so the intake's thread waits) and ours are full
-            answers.append(post(svc, body))
-            if answers[-1][0] == 429 and svc.forwarder.waiting == 10 and not svc.intake.has_room(1):
+        deadline = time.monotonic() + 60  # liveness only
+        while True:  # until nothing can move: the hop holds an export, its queue (10) is full, so the intake's
+            answers.append(post(svc, body))  # thread waits with a request, and our queue is full
+            if (answers[-1][0] == 429 and hanging.entered.is_set() and svc.forwarder.waiting == 10
+                    and not svc.intake.has_room(1)):
                 break
+            assert time.monotonic() < deadline, f"the queues never filled: {[a[0] for a in answers][-10:]}"
+            if answers[-1][0] == 429:
+                time.sleep(0.01)  # the forwarder gathers its first batch for up to --forward-delay
         codes = [status for status, _, _ in answers]
         assert codes.count(200) >= 4 and codes[-1] == 429, codes  # at least what the intake holds
         refused = [(headers, reply) for status, headers, reply in answers if status == 429]
