@@ -48,7 +48,7 @@ from typing import Any
 from ..config.catalog import Catalog, PathLike, load_catalog
 from ..core.runs import AgentRun
 from .recorded import FileProblem, PathArg, TraceInputError
-from .report import MAX_AGENTS, OTHER, GroupSummary, Report
+from .report import AgentGroups, GroupSummary, Report
 from .score import score_traces
 
 __all__ = ["METRICS", "Change", "Comparison", "GroupComparison", "ToolComparison", "compare_traces"]
@@ -292,7 +292,7 @@ class RunSamples:
 
     def __init__(self, seed: str = "0") -> None:
         self.groups: dict[tuple[str, str], _Group] = {}
-        self._agents: set[str] = set()
+        self._agent = AgentGroups()  # the Report's grouping of agents
         self._seed = seed
 
     def run(self, run: AgentRun) -> None:
@@ -306,16 +306,6 @@ class RunSamples:
         scores = run.scores
         group.add(len(scores), math.fsum(s.static.efficiency for s in scores), math.fsum(s.static.excess_cost_usd for s in scores),
                   evaluation.cost_usd, int(evaluation.completed), evaluation.duration_s)
-
-    def _agent(self, agent: str | None) -> str:  # the Report's grouping of agents
-        if not agent:
-            return ""
-        if agent in self._agents:
-            return agent
-        if len(self._agents) >= MAX_AGENTS:
-            return OTHER
-        self._agents.add(agent)
-        return agent
 
 
 # -- the statistics -----------------------------------------------------------------------------------------------

@@ -31,6 +31,24 @@ __all__ = ["EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Repo
 
 MAX_AGENTS = 1_000  # distinct agent names reported; more are summed under OTHER
 OTHER = "_other_"
+
+
+class AgentGroups:
+    """An agent's name as a report groups it: the first `MAX_AGENTS` names as they are, later ones
+    under OTHER, so a flood of names cannot grow a report without bound."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, agent: str | None) -> str:
+        if not agent:
+            return ""
+        if agent in self._seen:
+            return agent
+        if len(self._seen) >= MAX_AGENTS:
+            return OTHER
+        self._seen.add(agent)
+        return agent
 QUANTILES = (0.5, 0.95, 0.99)
 EFFICIENCY_BINS = 20  # per-call efficiency histogram: equal bins over [0, 1], the last one closed
 HEALTH_BINS = 10  # run health histogram: equal bins over [0, 100], the last one closed
@@ -261,7 +279,7 @@ class ReportBuilder:
         self._tools: dict[tuple[str, str, str], _ToolAcc] = {}  # by (agent, task, tool)
         self._runs: dict[tuple[str, str], _RunAcc] = {}  # by (agent, task)
         self._poor: dict[tuple[str, str, str], list[float]] = {}  # (task, tool, optimal tool) -> [calls, wasted]
-        self._agents: set[str] = set()
+        self._agent = AgentGroups()
 
     def call(self, record: ToolCallRecord, score: CallScore) -> None:
         static = score.static
@@ -325,16 +343,6 @@ class ReportBuilder:
             heapq.heappush(worst, item)
         else:
             heapq.heapreplace(worst, item)
-
-    def _agent(self, agent: str | None) -> str:
-        if not agent:
-            return ""
-        if agent in self._agents:
-            return agent
-        if len(self._agents) >= MAX_AGENTS:
-            return OTHER
-        self._agents.add(agent)
-        return agent
 
     def build(self, inputs: ReadStats) -> Report:
         tools_by_group: dict[tuple[str, str], list[ToolSummary]] = {}
