@@ -14,6 +14,7 @@ from ..config.catalog import load_catalog
 from ..config.settings import Settings
 from ..offline.compare import DEFAULT_RESAMPLES, Change, Comparison, compare_traces
 from ..offline.report import Report
+from .options import add_catalog_arguments
 from .score_table import _ratio, _seconds, _table
 
 __all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
@@ -27,10 +28,7 @@ LABELS = {"efficiency": "efficiency", "wasted_per_run_usd": "wasted/run", "cost_
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", metavar="BASE", help="the traces to compare against: a file or a directory of OTLP trace files")
     parser.add_argument("head", metavar="HEAD", help="the traces of the change: a file or a directory of OTLP trace files")
-    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
-    parser.add_argument("--environment", metavar="ENV",
-                        help="threshold set of the catalog (default: $OTEL_AGENT_EVAL_ENVIRONMENT, else the catalog's default)")
-    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    add_catalog_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the table")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a metric got worse beyond noise (one line per regression on stderr)")

@@ -18,6 +18,7 @@ from ..config.catalog import load_catalog
 from ..config.settings import Settings
 from ..offline.gate import GATE_METRICS, evaluate_gate, parse_fail_under
 from ..offline.score import score_traces
+from .options import add_catalog_arguments
 
 __all__ = ["add_score_arguments", "run_score", "write_atomically"]
 
@@ -28,10 +29,7 @@ PREFIX = "otel-agent-eval"
 def add_score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="OTLP trace files (JSON lines as the Collector's file exporter writes, protobuf, .gz), directories, or - for stdin")
-    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
-    parser.add_argument("--environment", metavar="ENV",
-                        help="threshold set of the catalog (default: $OTEL_AGENT_EVAL_ENVIRONMENT, else the catalog's default)")
-    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    add_catalog_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
     parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts (no network needed to view it)")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config.catalog import load_catalog
 from ..config.settings import Settings
+from .options import add_catalog_arguments
 
 __all__ = ["add_serve_arguments", "run_serve"]
 
@@ -38,9 +39,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="port of /metrics, /healthz and /readyz (default: $OTEL_AGENT_EVAL_METRICS_PORT, else 9464)")
     parser.add_argument("--forward-to", metavar="URL",
                         help="OTLP/HTTP traces URL of the next hop, e.g. http://collector:4318/v1/traces (default: nowhere)")
-    parser.add_argument("--catalog", metavar="FILE", help="tool catalog YAML (default: $OTEL_AGENT_EVAL_CATALOG, else the packaged one)")
-    parser.add_argument("--environment", metavar="ENV", help="threshold set of the catalog")
-    parser.add_argument("--profile", metavar="NAME", help="weight profile for calls no task route names")
+    add_catalog_arguments(parser)
     parser.add_argument("--bearer-token-file", metavar="FILE", help="require 'Authorization: Bearer <token in FILE>' on every request")
     parser.add_argument("--queue-spans", type=int, default=None, metavar="N",
                         help="spans accepted and not yet evaluated before senders are told to retry (default 16384)")
