@@ -72,7 +72,9 @@ provider.add_span_processor(AgentEvalSpanProcessor(on_call=print_score, on_run=p
 instrumentor = LangChainInstrumentor()
 instrumentor.instrument(tracer_provider=provider)
 try:
-    print("answer:", analytics_agent.invoke("Show me orders from last week"))
+    answer = analytics_agent.invoke("Show me orders from last week")
+    provider.force_flush()  # the scores are printed on the processor's thread: let them finish first
+    print("answer:", answer)
 finally:
     instrumentor.uninstrument()
     provider.shutdown()

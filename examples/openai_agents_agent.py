@@ -60,6 +60,7 @@ instrumentor = OpenAIAgentsInstrumentor()
 instrumentor.instrument(tracer_provider=provider)
 try:
     result = Runner.run_sync(support_agent, "What is your return policy?")
+    provider.force_flush()  # the scores are printed on the processor's thread: let them finish first
     print("answer:", result.final_output)
 finally:
     instrumentor.uninstrument()

@@ -59,5 +59,6 @@ def wolfram_alpha(query: str) -> str:
 
 
 result = math_agent.run_sync("What is 15% of 240?")
+provider.force_flush()  # the scores are printed on the processor's thread: let them finish first
 print("answer:", result.output)
 provider.shutdown()
