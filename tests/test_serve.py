@@ -423,3 +423,32 @@ def test_bad_arguments_end_in_one_line(tmp_path) -> None:
                               "--http-port", str(busy.getsockname()[1])], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1] == "otel-agent-eval: serve: cannot listen on 127.0.0.1 (Address already in use)"
+
+
+def test_connections_past_the_limit_get_a_quick_retryable_answer() -> None:
+    from otel_agent_eval.serve.http_receiver import HttpReceiver
+
+    svc = service()
+    receiver = HttpReceiver(svc.receiving, port=0, max_connections=1, idle_timeout_s=30).start()
+    try:
+        with socket.create_connection(receiver.address) as idle:  # holds the only slot, sending nothing
+            body = request_body(1)
+            connection = http.client.HTTPConnection(*receiver.address, timeout=10)
+            for _ in range(200):  # liveness only: until the idle connection has taken its slot
+                try:
+                    connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+                    response = connection.getresponse()
+                except (ConnectionError, http.client.HTTPException):
+                    connection.close()
+                    continue
+                if response.status == 503:
+                    break
+                response.read()
+                time.sleep(0.01)
+            assert (response.status, response.getheader("Retry-After")) == (503, "1")
+            connection.close()
+            assert idle.fileno() >= 0
+        assert svc.registry.get_sample_value("agent_eval_serve_requests_total", {"transport": "http", "answer": "busy"}) >= 1
+    finally:
+        receiver.stop()
+        svc.stop()

@@ -27,20 +27,30 @@ class _QuietHandler(WSGIRequestHandler):
         """Log nothing: a scrape every 15 s is no news."""
 
 
-class _BoundedServer(ThreadingMixIn, WSGIServer):
+class BoundedThreadsMixIn(ThreadingMixIn):
+    """A thread per connection, but at most `max_connections` at once, each dropped after
+    `timeout_s` of silence; past the limit a connection is `refuse`d at once (closed here)."""
+
     daemon_threads = True
+    max_connections = MAX_CONNECTIONS
+    timeout_s = TIMEOUT_S
+    thread_name = "otel-agent-eval-metrics"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._slots = threading.BoundedSemaphore(self.max_connections)
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):  # busy: refuse rather than pile up threads
+            self.refuse(request)
             self.shutdown_request(request)
             return
-        request.settimeout(TIMEOUT_S)
+        request.settimeout(self.timeout_s)
         threading.Thread(target=self._serve_one, args=(request, client_address), daemon=True,
-                         name="otel-agent-eval-metrics").start()
+                         name=self.thread_name).start()
+
+    def refuse(self, request: Any) -> None:
+        """What a connection past the limit gets before it is closed: nothing, here."""
 
     def _serve_one(self, request: Any, client_address: Any) -> None:
         try:
@@ -50,6 +60,10 @@ class _BoundedServer(ThreadingMixIn, WSGIServer):
         finally:
             self.shutdown_request(request)
             self._slots.release()
+
+
+class _BoundedServer(BoundedThreadsMixIn, WSGIServer):
+    pass
 
 
 def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1",

@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from ..metrics.endpoint import BoundedThreadsMixIn
 from .auth import BearerToken
 from .payload import JSON, PROTOBUF, media_type
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving
@@ -106,40 +107,32 @@ class _TracesHandler(BaseHTTPRequestHandler):
         """Nothing per request: the answers are counted in agent_eval_serve_requests_total."""
 
 
-class _BoundedHttpServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
     owner: HttpReceiver
+    thread_name = "otel-agent-eval-serve-http"
 
     def __init__(self, address: tuple[str, int], owner: HttpReceiver, max_connections: int) -> None:
         self.owner = owner
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.max_connections, self.timeout_s = max_connections, owner.idle_timeout_s
         super().__init__(address, _TracesHandler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):  # busy: a quick retryable answer rather than a pile of threads
-            self.owner.receiving.metrics.request("http", "busy")
-            try:
-                request.settimeout(1.0)
-                request.sendall(BUSY)
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        request.settimeout(self.owner.idle_timeout_s)
-        threading.Thread(target=self._serve_one, args=(request, client_address), daemon=True,
-                         name="otel-agent-eval-serve-http").start()
-
-    def _serve_one(self, request: Any, client_address: Any) -> None:
+    def refuse(self, request: Any) -> None:
+        """Busy: a quick retryable answer rather than a pile of threads."""
+        self.owner.receiving.metrics.request("http", "busy")
         try:
-            self.finish_request(request, client_address)
-        except (OSError, ValueError):  # a client that went away or timed out
+            request.settimeout(1.0)
+            request.sendall(BUSY)
+        except OSError:
             pass
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            super().finish_request(request, client_address)
+        except (OSError, ValueError):
+            raise  # a client that went away or timed out: the mix-in's to drop
         except Exception:  # noqa: BLE001 - one request must never take the server down
             logger.exception("otel-agent-eval serve: an HTTP request failed")
-        finally:
-            self.shutdown_request(request)
-            self._slots.release()
 
 
 class HttpReceiver:
