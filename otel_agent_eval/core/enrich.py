@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from . import conventions as c
+from .recognize import attribute_dict
 from .redact import Redactor
 from .runs import AgentRun
 from .scoring import CallScore, StaticScore
@@ -34,22 +36,23 @@ ARGUMENTS_CAPTURED = A + "arguments_captured"  # set (to false) only when the sp
 
 _SHARED_FIELDS = ("_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent",
                   "_start_time", "_end_time", "_links", "_resource", "_status")
+_shared_values = itemgetter(*_SHARED_FIELDS)
 
 
 class EnrichedSpan(ReadableSpan):
     """A finished span with extra attributes and events; everything else is the original's."""
 
     def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> None:
-        fields = getattr(span, "__dict__", None)
-        if fields is not None and all(name in fields for name in _SHARED_FIELDS):
-            # ReadableSpan.__init__ only stores these; copying them is a third of the cost.
-            self.__dict__.update({name: fields[name] for name in _SHARED_FIELDS})
-            self._attributes, self._events = attributes, events
-        else:
+        try:  # ReadableSpan.__init__ only stores these: taking them as they are is 5x faster
+            values = _shared_values(span.__dict__)
+        except (AttributeError, KeyError):  # another ReadableSpan implementation: its public fields
             super().__init__(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
                              attributes=attributes, events=events, links=span.links, kind=span.kind, status=span.status,
                              start_time=span.start_time, end_time=span.end_time,
                              instrumentation_scope=span.instrumentation_scope)
+        else:
+            self.__dict__.update(zip(_SHARED_FIELDS, values))
+            self._attributes, self._events = attributes, events
         self._original = span
 
     @property
@@ -74,7 +77,7 @@ class Enricher:
     def __init__(self, *, scores: bool = True, redactor: Redactor | None = None) -> None:
         self.scores = scores
         self.redactor = redactor
-        self._static: dict[StaticScore, tuple[dict[str, Any], Mapping[str, Any]]] = {}
+        self._static: dict[int, tuple[StaticScore, dict[str, Any], Mapping[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None,
@@ -101,43 +104,52 @@ class Enricher:
 
     def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
         static = score.static
-        cached = self._static.get(static)
-        if cached is None:
-            cached = (static_attributes(static), MappingProxyType(evaluation_event_attributes(static)))
+        cached = self._static.get(id(static))  # by identity: hashing a StaticScore's 19 fields costs more
+        if cached is None or cached[0] is not static:
+            cached = (static, static_attributes(static), MappingProxyType(evaluation_event_attributes(static)))
             with self._lock:
                 if len(self._static) > 10_000:  # a catalog reload or unknown-name flood; start over
                     self._static.clear()
-                self._static[static] = cached
-        return cached
+                self._static[id(static)] = cached
+        return cached[1], cached[2]
+
+
+_RUN_KEYS = {name: RUN + name for name in (
+    "outcome", "completion_reason", "task", "tool_calls", "llm_calls", "redundant_calls", "spurious_calls", "over_budget",
+    "cost_usd", "tool_cost_usd", "llm_cost_usd", "health_score", "agent", "unpriced_models", "arguments_not_captured")}
+_RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity",
+                                                      "call_precision"))
 
 
 def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None) -> EnrichedSpan:
     """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric."""
-    e = run.evaluation
-    extra: dict[str, Any] = {
-        RUN + "outcome": e.outcome, RUN + "completion_reason": e.completion_reason, RUN + "task": run.task,
-        RUN + "tool_calls": len(run.tool_calls) + run.calls_dropped, RUN + "llm_calls": len(run.llm_calls),
-        RUN + "redundant_calls": len(e.redundant_calls), RUN + "spurious_calls": len(e.spurious_calls),
-        RUN + "over_budget": e.over_budget, RUN + "cost_usd": e.cost_usd, RUN + "tool_cost_usd": e.tool_cost_usd,
-        RUN + "llm_cost_usd": e.llm_cost_usd, RUN + "health_score": e.health,
+    e, k = run.evaluation, _RUN_KEYS
+    attrs = {
+        **attribute_dict(span),
+        k["outcome"]: e.outcome, k["completion_reason"]: e.completion_reason, k["task"]: run.task,
+        k["tool_calls"]: len(run.tool_calls) + run.calls_dropped, k["llm_calls"]: len(run.llm_calls),
+        k["redundant_calls"]: len(e.redundant_calls), k["spurious_calls"]: len(e.spurious_calls),
+        k["over_budget"]: e.over_budget, k["cost_usd"]: e.cost_usd, k["tool_cost_usd"]: e.tool_cost_usd,
+        k["llm_cost_usd"]: e.llm_cost_usd, k["health_score"]: e.health,
     }
     if run.agent:
-        extra[RUN + "agent"] = run.agent
-    for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity", "call_precision"):
+        attrs[k["agent"]] = run.agent
+    for name, key in _RUN_OPTIONAL:
         value = getattr(e, name)
         if value is not None:
-            extra[RUN + name] = value
+            attrs[key] = value
     if e.unpriced_models:
-        extra[RUN + "unpriced_models"] = list(e.unpriced_models)
+        attrs[k["unpriced_models"]] = list(e.unpriced_models)
     if e.arguments_not_captured:  # unknown, so left out of argument validity
-        extra[RUN + "arguments_not_captured"] = len(e.arguments_not_captured)
-    events = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason, span),
+        attrs[k["arguments_not_captured"]] = len(e.arguments_not_captured)
+    end = span.end_time
+    events = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason, end),
               _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
-                          f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).", span)]
+                          f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).", end)]
     if e.tool_correctness is not None:
         events.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
-                                  f"Expected tools called: {e.tool_correctness:.2f}.", span))
-    attrs, own = {**(span.attributes or {}), **extra}, span.events
+                                  f"Expected tools called: {e.tool_correctness:.2f}.", end))
+    own = span.events
     if redactor is not None and not isinstance(span, EnrichedSpan):  # a copy of ours is redacted already
         redactor.apply(attrs)
         own = redactor.events(own)
@@ -154,13 +166,13 @@ def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
         return EnrichedSpan(span, {}, ())
 
 
-def _evaluation(name: str, score: float, passed: bool, explanation: str, span: ReadableSpan) -> Event:
+def _evaluation(name: str, score: float, passed: bool, explanation: str, timestamp: int | None) -> Event:
     return Event(c.GEN_AI_EVALUATION_RESULT, {
         c.GEN_AI_EVALUATION_NAME: name,
         c.GEN_AI_EVALUATION_SCORE_VALUE: score,
         c.GEN_AI_EVALUATION_SCORE_LABEL: "pass" if passed else "fail",
         c.GEN_AI_EVALUATION_EXPLANATION: explanation,
-    }, span.end_time)
+    }, timestamp)
 
 
 def static_attributes(static: StaticScore) -> dict[str, Any]:

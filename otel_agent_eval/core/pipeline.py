@@ -321,9 +321,11 @@ class Pipeline:
         return released
 
     def _evaluate_run(self, run: AgentRun, root: ReadableSpan | None, out: list[ReadableSpan]) -> None:
-        order = sorted(range(len(run.tool_calls)), key=lambda i: run.tool_calls[i].start_ns or 0)
-        run.tool_calls = [run.tool_calls[i] for i in order]
-        run.scores = [run.scores[i] for i in order]
+        starts = [record.start_ns or 0 for record in run.tool_calls]
+        if any(a > b for a, b in zip(starts, starts[1:])):  # ended out of start order: put them in order
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            run.tool_calls = [run.tool_calls[i] for i in order]
+            run.scores = [run.scores[i] for i in order]
         state = self.state
         resource = getattr(root.resource, "attributes", None) if root is not None and state.scorer.uses_resource else None
         route = state.scorer.route(run.agent, run.root_attributes, resource)  # as its calls were routed

@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..config.catalog import Catalog, ModelPrice, TaskRoute
+from ..config.catalog import Catalog, ModelPrice, TaskRoute, Tool
 from .correctness import tool_correctness_score
 from .runs import AgentRun, RunEvaluation
 from .schema_check import compile_check
@@ -32,6 +31,17 @@ LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
 COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
 _CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
 _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
+
+
+_SPAN_SCHEMA = object()  # no catalog schema for this call: the span's own, if any, decides
+
+
+class _Shape(NamedTuple):
+    order: float | None  # ordered tool correctness against the route's expected tools
+    correctness: float | None
+    spurious: tuple[str, ...]
+    validators: tuple[Any, ...]  # per call: the catalog tool's compiled check, or _SPAN_SCHEMA
+    repeated: frozenset[str]  # tools called more than once: the only ones a call can repeat
 
 
 class RunEvaluator:
@@ -47,58 +57,70 @@ class RunEvaluator:
         self.validator = validator
         self.hallucination = hallucination
         self._validators: dict[int, tuple[Any, Callable[[dict[str, Any]], bool] | None]] = {}
-        self._correctness_cache: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[float, float]] = {}
+        self._shapes: dict[tuple[tuple[str, ...], str | None], _Shape] = {}
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
-        ignores = self.catalog.ignores
-        calls = [r for r in run.tool_calls if not ignores(r.name)]
+        ignore = self.catalog.ignore_tools
+        calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else list(run.tool_calls)
+        shape = self._shape(tuple(r.name for r in calls), route)
         completed, why = self._completion(run, calls)
-        validity, invalid, not_captured = self._argument_validity(calls)
-        order, correctness = self._correctness(calls, route.expected_tools if route else ())
-        spurious, redundant = self._spurious(calls, route), _redundant(calls)
+        validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
+        spurious, redundant = shape.spurious, _redundant(calls, shape.repeated) if shape.repeated else ()
         precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
-        known = [v for v in (validity, order, precision) if v is not None]
+        known = [v for v in (validity, shape.order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
         llm_cost, unpriced = self._llm_cost(run)
         tool_cost = sum(score.static.cost_usd for score in run.scores)
         hallucination_free = self._hallucination_free(run)
+        duration = run.duration_s
         parts = {
             "completion": 1.0 if completed else 0.0,
             "tool_accuracy": accuracy,
             "hallucination_free": hallucination_free,
-            "latency": max(0.0, 1 - run.duration_s / LATENCY_AT_ZERO_S) if run.duration_s is not None else None,
+            "latency": max(0.0, 1 - duration / LATENCY_AT_ZERO_S) if duration is not None else None,
             "cost": max(0.0, 1 - (tool_cost + llm_cost) / COST_AT_ZERO_USD),
         }
         weighted = [(HEALTH_WEIGHTS[k], v) for k, v in parts.items() if v is not None]
         health = 100 * sum(w * v for w, v in weighted) / sum(w for w, _ in weighted)
         return RunEvaluation(
             completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
-            order_accuracy=order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
+            order_accuracy=shape.order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
             redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(calls) > route.max_calls),
-            tool_correctness=correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
-            duration_s=run.duration_s, hallucination_free=hallucination_free, health=health,
+            tool_correctness=shape.correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
+            duration_s=duration, hallucination_free=hallucination_free, health=health,
             arguments_not_captured=not_captured,
         )
 
-    def _correctness(self, calls: list[Any], expected: tuple[str, ...]) -> tuple[float | None, float | None]:
-        """(order accuracy, tool correctness) against the expected tools, by name: runs of one agent
-        repeat the same sequences, so each distinct (called, expected) pair is computed once."""
-        if not expected:
-            return None, None
-        key = (tuple(self._canonical(r.name) for r in calls), expected)
-        cached = self._correctness_cache.get(key)
-        if cached is None:
-            called, wanted = [_Named(n) for n in key[0]], [_Named(n) for n in expected]
-            cached = (tool_correctness_score(called, wanted, consider_ordering=True), tool_correctness_score(called, wanted))
-            if len(self._correctness_cache) >= _CACHE_LIMIT:
-                self._correctness_cache.clear()
-            self._correctness_cache[key] = cached
-        return cached
+    def _shape(self, names: tuple[str, ...], route: TaskRoute | None) -> _Shape:
+        """What a run's evaluation takes from its tool names alone: runs of one agent repeat the
+        same sequences, so each distinct (names, route) is worked out once."""
+        key = (names, route.name if route is not None else None)
+        shape = self._shapes.get(key)
+        if shape is None:
+            tools = [self.catalog.tool(name) for name in names]
+            canonical = tuple(t.name if t is not None else n for t, n in zip(tools, names))
+            expected = route.expected_tools if route else ()
+            order = correctness = None
+            if expected:
+                called, wanted = [_Named(n) for n in canonical], [_Named(n) for n in expected]
+                order = tool_correctness_score(called, wanted, consider_ordering=True)
+                correctness = tool_correctness_score(called, wanted)
+            spurious: tuple[str, ...] = ()
+            if route is not None and (route.expected_tools or route.acceptable_tools):
+                allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
+                spurious = tuple(n for n, c in zip(names, canonical) if c not in allowed)
+            validators = tuple(self._catalog_validator(t) for t in tools)
+            repeated = frozenset(n for n in names if names.count(n) > 1)
+            if len(self._shapes) >= _CACHE_LIMIT:
+                self._shapes.clear()
+            shape = self._shapes[key] = _Shape(order, correctness, spurious, validators, repeated)
+        return shape
 
     def _completion(self, run: AgentRun, calls: list[Any]) -> tuple[bool, str]:
         if run.status == "error":
             return False, f"the run ended with an error: {run.error}"
-        unhandled = _unhandled_errors(calls)
+        failed = [r for r in calls if r.error is not None]
+        unhandled = _unhandled_errors(calls) if failed else ()
         if unhandled:
             return False, f"tool errors not recovered by a later successful call: {', '.join(unhandled)}"
         if self.validator is not None:
@@ -108,18 +130,20 @@ class RunEvaluator:
             except Exception as exc:  # noqa: BLE001 - a user hook must not break scoring
                 logger.warning("otel-agent-eval: completion validator raised %s: %s; run counted as failed", type(exc).__name__, exc)
                 return False, f"the completion validator raised {type(exc).__name__}"
-        return True, "root span OK and every tool error recovered" if any(r.error for r in calls) else "root span OK, no tool errors"
+        return True, "root span OK and every tool error recovered" if failed else "root span OK, no tool errors"
 
-    def _argument_validity(self, calls: list[Any]) -> tuple[float | None, tuple[str, ...], tuple[str, ...]]:
+    def _argument_validity(self, calls: list[Any], validators: tuple[Any, ...]) -> tuple[float | None, tuple[str, ...], tuple[str, ...]]:
         """(share of checked calls with valid arguments, "tool: why" of the invalid ones, tools of the
-        calls whose arguments were not captured: unknown, so not checked)."""
+        calls whose arguments were not captured: unknown, so not checked). `validators[i]` is the
+        catalog's for call i, `_SPAN_SCHEMA` where the span's own schema decides."""
         checked, invalid, not_captured = 0, [], []
-        for record in calls:
+        for record, compiled in zip(calls, validators):
             arguments = record.arguments
             if arguments is None:
                 not_captured.append(record.name)
                 continue
-            compiled = self._validator_for(record)
+            if compiled is _SPAN_SCHEMA:
+                compiled = self._span_validator(record.parameters_schema)
             if compiled is None:
                 continue
             validator, fast = compiled
@@ -137,15 +161,22 @@ class RunEvaluator:
                 invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
         return ((checked - len(invalid)) / checked if checked else None), tuple(invalid), tuple(not_captured)
 
-    def _validator_for(self, record: Any) -> Any:
-        tool = self.catalog.tool(record.name)
-        schema = tool.parameters if tool is not None and tool.parameters is not None else record.parameters_schema
+    def _catalog_validator(self, tool: Tool | None) -> Any:
+        """The compiled check of a catalog tool's parameters; `_SPAN_SCHEMA` when it has none (the span's own may)."""
+        if tool is None or tool.parameters is None:
+            return _SPAN_SCHEMA
+        return self._compiled(id(tool.parameters), tool.parameters)
+
+    def _span_validator(self, schema: Any) -> Any:
         if not isinstance(schema, Mapping):
             return None
         try:
-            key = id(schema) if tool is not None and schema is tool.parameters else hash(json.dumps(schema, sort_keys=True, default=str))
+            key = hash(json.dumps(schema, sort_keys=True, default=str))
         except (ValueError, TypeError, RecursionError):
             return None
+        return self._compiled(key, schema)
+
+    def _compiled(self, key: int, schema: Mapping[str, Any]) -> Any:
         validator = self._validators.get(key)
         if validator is None:
             from jsonschema import Draft202012Validator
@@ -161,16 +192,6 @@ class RunEvaluator:
             # from a host that span content names.
             validator = self._validators[key] = (Draft202012Validator(schema, registry=Registry()), compile_check(schema))
         return validator
-
-    def _spurious(self, calls: list[Any], route: TaskRoute | None) -> tuple[str, ...]:
-        if route is None or not (route.expected_tools or route.acceptable_tools):
-            return ()
-        allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
-        return tuple(r.name for r in calls if self._canonical(r.name) not in allowed)
-
-    def _canonical(self, name: str) -> str:
-        tool = self.catalog.tool(name)
-        return tool.name if tool is not None else name
 
     def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...]]:
         total, unpriced = 0.0, []
@@ -224,14 +245,14 @@ def _unhandled_errors(calls: list[Any]) -> list[str]:
     return [name for name, ok in last.items() if not ok]
 
 
-def _redundant(calls: list[Any]) -> tuple[str, ...]:
+def _redundant(calls: list[Any], repeated: frozenset[str]) -> tuple[str, ...]:
     """Calls repeating an earlier successful call with the same arguments (a retry after an error is not).
-    Calls whose arguments were not captured repeat nothing: unknown arguments are not the same arguments."""
+    Calls whose arguments were not captured repeat nothing: unknown arguments are not the same arguments.
+    Only tools in `repeated` (called more than once) are looked at: the others skip the canonical JSON."""
     succeeded: set[tuple[str, str]] = set()
     repeats = []
-    names = Counter(record.name for record in calls)
     for record in calls:
-        if names[record.name] < 2:  # a tool called once repeats nothing: skip the canonical JSON
+        if record.name not in repeated:
             continue
         arguments = record.arguments
         if arguments is None:
