@@ -238,6 +238,10 @@ class Pipeline:
         record = read_tool_call(span, attrs, convention)
         parent = span.parent
         local_child = parent is not None and not parent.is_remote
+        inner = self.runs.calls_under(record.trace_id, record.span_id)
+        if inner and self._same_tool(record.name, inner):
+            self.sink.count("nested_tool_spans")  # the call was scored on its inner span (MCP `tools/call`)
+            return [span] if local_child else self._close_runs(span, attrs, [span])
         if record.agent is None:
             record.agent = self.runs.agent_of(record.trace_id)
             if (record.agent is None and local_child and (self._defer_all or self.state.defer_unrouted)
@@ -249,6 +253,12 @@ class Pipeline:
         if local_child:  # a tool span closes a run only as a root
             return out
         return self._close_runs(span, attrs, out)
+
+    def _same_tool(self, name: str, others: list[str]) -> bool:
+        """Whether one of `others` is this tool: the same name, or the same catalog tool."""
+        tool = self.state.catalog.tool
+        mine = tool(name)
+        return any(other == name or (mine is not None and tool(other) is mine) for other in others)
 
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)

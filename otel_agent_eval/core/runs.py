@@ -125,7 +125,7 @@ class _OpenRun:
 
 
 class _OpenTrace:
-    __slots__ = ("agents", "root_run", "pending", "opened", "closed_agents")
+    __slots__ = ("agents", "root_run", "pending", "opened", "closed_agents", "tool_parents")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
@@ -134,6 +134,7 @@ class _OpenTrace:
         self.opened = opened
         self.closed_agents: list[tuple[int, int]] = []  # (start, end) of agent spans ended: an agent seen only
         # at its end (no start hint) wraps those inside its time range
+        self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
 
     def innermost(self) -> _OpenRun:
         if self.agents:
@@ -183,12 +184,14 @@ class RunTracker:
 
     def add_call(self, trace_id: int, record: ToolCallRecord, score: CallScore) -> None:
         with self._lock:
-            run = self._trace(trace_id).innermost()
+            trace = self._trace(trace_id)
+            run = trace.innermost()
             if len(run.calls) < self._max_calls:
                 run.calls.append(record)
                 run.scores.append(score)
             else:
                 run.dropped += 1
+            self._note_parent(trace, run, record)
 
     def add_llm(self, trace_id: int, call: LLMCall) -> None:
         with self._lock:
@@ -198,6 +201,16 @@ class RunTracker:
             else:
                 run.dropped += 1
 
+    def calls_under(self, trace_id: int, span_id: int) -> list[str]:
+        """Tool names of the calls recorded under span `span_id` that do not sit right under their
+        agent (asked once, when that span ends: an MCP `tools/call` span inside the framework's own
+        tool span is one call)."""
+        trace = self._traces.get(trace_id)
+        if trace is None or not trace.tool_parents:  # every call so far sat right under its agent
+            return []
+        with self._lock:
+            return trace.tool_parents.pop(span_id, [])
+
     def defer(self, trace_id: int, pending: Pending) -> bool:
         """Hold a tool span until its agent is known; False when the trace holds too many already."""
         with self._lock:
@@ -205,6 +218,7 @@ class RunTracker:
             if len(trace.pending) >= self._max_calls:
                 return False
             trace.pending.append(pending)
+            self._note_parent(trace, trace.innermost(), pending.record)
             return True
 
     def span_ended(self, span: ReadableSpan, agent_at_end: str | None) -> list[ClosedRun]:
@@ -265,6 +279,12 @@ class RunTracker:
         return sum(len(t.pending) for t in list(self._traces.values()))
 
     # -- internals (lock held) -------------------------------------------------------
+
+    def _note_parent(self, trace: _OpenTrace, run: _OpenRun, record: ToolCallRecord) -> None:
+        """Remember a call whose parent is not its agent span: the parent may be a tool span of the same call."""
+        parent = record.parent_span_id
+        if parent is not None and parent != run.span_id and len(trace.tool_parents) < self._max_calls:
+            trace.tool_parents.setdefault(parent, []).append(record.name)
 
     def _trace(self, trace_id: int) -> _OpenTrace:
         trace = self._traces.get(trace_id)

@@ -100,6 +100,7 @@ SELF_COUNTERS = {
     "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
     "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
     "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
+    "nested_tool_spans": "Tool spans around a call already scored on a child span of the same tool (an MCP tools/call span): counted once.",
     "catalog_reloads": "Catalogs swapped in by a reload.",
     "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
 }
