@@ -5,9 +5,12 @@ import json
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import tool_call_from_span
+from otel_agent_eval import AgentEvalSpanProcessor, tool_call_from_span
 from otel_agent_eval.config.catalog import AttributeMapping
 from otel_agent_eval.core.recognize import MAX_ARGUMENT_CHARS, attribute_dict
 from spans import finished_span
@@ -77,15 +80,44 @@ def test_custom_mapping_for_in_house_names():
 @pytest.mark.parametrize("raw,arguments,problem", [
     ("{not json", {"input": "{not json"}, "not valid JSON"),
     ('["a", 1]', {"input": ["a", 1]}, None),
-    ("x" * (MAX_ARGUMENT_CHARS + 1), {}, "over the 65536 limit"),
+    ("x" * (MAX_ARGUMENT_CHARS + 1), None, "over the 65536 limit"),  # too large to read: unknown, not {}
     (("a", "b"), {"input": ["a", "b"]}, "not a JSON object string"),
     (42, {"input": 42}, "not a JSON object string"),
 ])
 def test_malformed_arguments_are_noted_not_raised(raw, arguments, problem):
     record = tool_call_from_span(finished_span({**GENAI_TOOL, "gen_ai.tool.call.arguments": raw}))
     assert record.arguments == arguments
+    assert record.arguments_captured is (arguments is not None)
     assert (problem is None and record.problems == []) or any(problem in p for p in record.problems)
     assert record.tool_call.input_parameters == arguments
+
+
+def test_arguments_too_large_to_read_are_unknown_in_the_run_and_on_the_forwarded_span():
+    """Over MAX_ARGUMENT_CHARS the arguments are not read: like arguments not captured, never `{}` (which
+    failed the tool's schema and made two different large calls look like a repeat)."""
+    exporter, runs = InMemorySpanExporter(), []
+    processor = AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=SimpleSpanProcessor(exporter),
+                                       on_run=runs.append)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "local_index"}
+    large = [json.dumps({"query": letter * MAX_ARGUMENT_CHARS}) for letter in "ab"]
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+        for arguments in large:
+            tracer.start_span("execute_tool local_index", attributes={**tool, "gen_ai.tool.call.arguments": arguments}).end()
+    provider.force_flush()
+    processor.drain()
+    (run,) = runs
+    assert [r.arguments for r in run.tool_calls] == [None, None]
+    assert all(any("over the 65536 limit" in p for p in r.problems) for r in run.tool_calls)
+    e = run.evaluation
+    assert e.arguments_not_captured == ("local_index", "local_index") and e.argument_validity is None
+    assert e.invalid_calls == () and e.redundant_calls == ()
+    tools = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert [s.attributes.get("agent_eval.arguments_captured") for s in tools] == [False, False]
+    provider.shutdown()
 
 
 def test_missing_tool_name_falls_back_to_the_span_name():

@@ -404,6 +404,9 @@ def test_drop_io_drops_every_tool_io_place_and_nothing_else():
         "gen_ai.prompt.2.role": "tool", "gen_ai.prompt.2.content": "rows",
         "gen_ai.input.messages": inputs, "gen_ai.output.messages": outputs,
         "tool.parameters": '{"type": "object"}', "app.note": "hello", "gen_ai.agent.name": "support",
+        # google-adk's legacy schema
+        "gcp.vertex.agent.tool_call_args": '{"user": "ann"}', "gcp.vertex.agent.tool_response": '{"token": "t"}',
+        "gcp.vertex.agent.llm_request": "{}", "gcp.vertex.agent.llm_response": "{}",
     }
     out = redacted(attrs, None, True, io_keys=("acme.args", "acme.result"))
     assert out.keys() == {

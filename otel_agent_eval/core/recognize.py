@@ -7,8 +7,11 @@
     ToolCall(name="web_search", ...)
 
 Arguments that the span does not carry (frameworks leave them out unless content capture
-is turned on) are unknown, not empty: `record.arguments` is None and
-`record.arguments_captured` False. Attribute values that are `str` subclasses (enums) read
+is turned on), or carries in a string too large to read (over `MAX_ARGUMENT_CHARS`), are
+unknown, not empty: `record.arguments` is None and `record.arguments_captured` False.
+Where a framework keeps them elsewhere in its default settings, they are read from there:
+strands-agents' `gen_ai.tool.message` span event (`content`), google-adk's legacy
+`gcp.vertex.agent.tool_call_args`. Attribute values that are `str` subclasses (enums) read
 as their text. Framework-internal tools (`ignored`, the catalog's `ignore_tools`) are no
 tool calls of the agent.
 
@@ -38,6 +41,22 @@ MAX_DURATION_NS = 10**15  # 11.6 days: a longer "duration" is a broken clock, no
 MAX_DERIVED_NAME_CHARS = 64  # an agent name read from a span name: longer is a sentence, not a name
 _NAME_LIKE = re.compile(r"[^\W\d][\w.:\-]*\Z")  # an identifier, maybe dotted or dashed: no spaces, no sentence
 
+# Framework attributes beyond the GenAI semantic conventions, read on GenAI tool spans.
+# strands-agents (strands/telemetry/tracer.py, Tracer.start_tool_call_span) puts a tool's input only in a span
+# event, `gen_ai.tool.message` {role: "tool", content: <JSON of the input>, id}, unless
+# OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental; and its schema in `gen_ai.tool.json_schema`
+# (strands/tools/executors/_executor.py, _start_tool_telemetry).
+STRANDS_TOOL_MESSAGE_EVENT = "gen_ai.tool.message"
+STRANDS_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
+# google-adk (google/adk/telemetry/tracing.py, trace_tool_call), legacy schema (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1):
+# the arguments in `gcp.vertex.agent.tool_call_args`, or the placeholder "{}" (with `tool_response` "{}" too) when
+# ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS is off. Its `execute_tool (merged)` span (trace_merged_tool_calls, tool
+# name "(merged tools)", args "N/A") only groups the responses of parallel calls, each traced on its own span.
+ADK_TOOL_CALL_ARGS = "gcp.vertex.agent.tool_call_args"
+ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
+ADK_MERGED_TOOLS = "(merged tools)"
+_ADK_NO_CONTENT = "{}"
+
 
 class _Convention(NamedTuple):
     """Where one convention keeps each field; the first key present wins."""
@@ -50,6 +69,7 @@ class _Convention(NamedTuple):
     agent: tuple[str, ...]
     tool_type: tuple[str, ...] = (c.GEN_AI_TOOL_TYPE,)
     schema: tuple[str, ...] = ()
+    argument_events: tuple[tuple[str, str], ...] = ()  # (event name, attribute): arguments kept in a span event
     arguments_are_json: bool = True  # plain text arguments are a problem only where JSON is specified
     bound_calls: bool = False  # arguments may come as a bound call {"args": [], "kwargs": {...}} (OpenInference)
 
@@ -57,10 +77,12 @@ class _Convention(NamedTuple):
 GENAI = _Convention(
     c.GENAI,
     tool_name=(c.GEN_AI_TOOL_NAME,),
-    arguments=(c.GEN_AI_TOOL_CALL_ARGUMENTS,),
+    arguments=(c.GEN_AI_TOOL_CALL_ARGUMENTS, ADK_TOOL_CALL_ARGS),
     result=(c.GEN_AI_TOOL_CALL_RESULT,),
     call_id=(c.GEN_AI_TOOL_CALL_ID,),
     agent=(c.GEN_AI_AGENT_NAME,),
+    schema=(STRANDS_TOOL_JSON_SCHEMA,),
+    argument_events=((STRANDS_TOOL_MESSAGE_EVENT, "content"),),
 )
 OPENINFERENCE = _Convention(
     c.OPENINFERENCE,
@@ -104,18 +126,20 @@ class ToolCallRecord:
     rest (arguments, output, call id, type, schema) only when first asked for, from the
     span's attributes, which the SDK has frozen by then.
 
-    `arguments` is None when the span carries no arguments at all (`arguments_captured` is
-    False): unknown, neither valid nor invalid, never a repeat of another call. A captured
-    empty `{}` stays `{}`.
+    `arguments` is None when the span carries no arguments at all, or carries them in a string
+    too large to read (`arguments_captured` is False): unknown, neither valid nor invalid, never
+    a repeat of another call. A captured empty `{}` stays `{}`.
     """
 
     __slots__ = ("name", "duration_s", "start_ns", "end_ns", "error", "error_message", "trace_id", "span_id",
-                 "parent_span_id", "agent", "convention", "problems", "_attrs", "_conv", "_arguments", "_schema", "_tool_call")
+                 "parent_span_id", "agent", "convention", "problems", "_attrs", "_events", "_conv", "_arguments", "_schema",
+                 "_tool_call")
 
     def __init__(self, name: str, attrs: Mapping[str, Any], conv: _Convention, *, duration_s: float | None = None,
                  start_ns: int | None = None, end_ns: int | None = None, error: str | None = None,
                  error_message: str | None = None, trace_id: int = 0, span_id: int = 0,
-                 parent_span_id: int | None = None, agent: str | None = None, problems: list[str] | None = None) -> None:
+                 parent_span_id: int | None = None, agent: str | None = None, problems: list[str] | None = None,
+                 events: Any = ()) -> None:
         self.name = name
         self.duration_s = duration_s
         self.start_ns = start_ns
@@ -129,6 +153,7 @@ class ToolCallRecord:
         self.convention = conv.name
         self.problems = problems if problems is not None else []
         self._attrs = attrs
+        self._events = events  # the span's events (SDK `Event`s), read only for conventions with `argument_events`
         self._conv = conv
         self._arguments: Any = _UNREAD
         self._schema: Any = _UNREAD
@@ -139,7 +164,7 @@ class ToolCallRecord:
         """The call's arguments as a dict, parsed on first use; None when the span carries none
         (not captured). Problems are noted, never raised."""
         if self._arguments is _UNREAD:
-            raw = _first(self._attrs, self._conv.arguments)
+            raw = self._raw_arguments()
             arguments = None if raw is None else _parse_arguments(raw, self.convention, self.problems)
             if arguments is not None and self._conv.bound_calls:
                 arguments = _unbound(arguments, self.parameters_schema)
@@ -148,8 +173,30 @@ class ToolCallRecord:
 
     @property
     def arguments_captured(self) -> bool:
-        """Whether the span carries the call's arguments (frameworks leave them out unless content capture is on)."""
-        return _first(self._attrs, self._conv.arguments) is not None
+        """Whether the span carries the call's arguments, readable (frameworks leave them out unless content
+        capture is on; a string over `MAX_ARGUMENT_CHARS` is not read)."""
+        if self._arguments is not _UNREAD:
+            return self._arguments is not None
+        raw = self._raw_arguments()
+        return raw is not None and not (isinstance(raw, str) and len(raw) > MAX_ARGUMENT_CHARS)
+
+    def _raw_arguments(self) -> Any:
+        """The arguments as the span carries them: the first attribute of the convention that is set, else
+        the first argument event's attribute; None when there are none."""
+        attrs = self._attrs
+        for key in self._conv.arguments:
+            value = attrs.get(key)
+            if value is not None:
+                if key == ADK_TOOL_CALL_ARGS and value == _ADK_NO_CONTENT and attrs.get(ADK_TOOL_RESPONSE) == _ADK_NO_CONTENT:
+                    return None  # ADK's placeholder when content capture is off, not an empty call
+                return value
+        for name, key in self._conv.argument_events:
+            for event in self._events or ():
+                if event.name == name:
+                    value = (event.attributes or {}).get(key)
+                    if value is not None:
+                        return value
+        return None
 
     input_parameters = arguments  # the deepeval ToolCall spelling, so records score like ToolCalls
 
@@ -171,7 +218,8 @@ class ToolCallRecord:
 
     @property
     def parameters_schema(self) -> dict[str, Any] | None:
-        """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`).
+        """The JSON Schema the span itself declares for the arguments (OpenInference `tool.parameters`,
+        strands-agents' `gen_ai.tool.json_schema`).
 
         None when the value is no JSON Schema of arguments: smolagents writes its own inputs
         dict there (`{"query": {"type": "string", "description": ...}}`), which would validate anything.
@@ -243,6 +291,8 @@ def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None,
         convention = custom
     else:
         return None
+    if convention is GENAI and attrs.get(c.GEN_AI_TOOL_NAME) == ADK_MERGED_TOOLS:
+        return None  # google-adk's span grouping the responses of parallel calls: each call has its own span
     if ignored:
         name = attrs.get(convention.tool_name[0])
         if type(name) is str and name:  # the common case, in one look-up
@@ -414,6 +464,7 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
 
     context = fields.get("_context") if fields else getattr(span, "context", None)
     parent = fields.get("_parent") if fields else getattr(span, "parent", None)
+    events = (fields.get("_events", ()) if fields else getattr(span, "events", ())) if convention.argument_events else ()
     agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
     if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
@@ -422,11 +473,12 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
         end_ns=end if type(end) is int else None, error=error,
         error_message=error_message, trace_id=getattr(context, "trace_id", 0) or 0,
         span_id=getattr(context, "span_id", 0) or 0, parent_span_id=getattr(parent, "span_id", None),
-        agent=agent or None, problems=problems,
+        agent=agent or None, problems=problems, events=events,
     )
 
 
-def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str, Any]:
+def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str, Any] | None:
+    """The arguments as a dict; None (unknown, a problem noted) for a string too large to read."""
     if raw is None:
         return {}
     if isinstance(raw, Mapping):
@@ -435,8 +487,8 @@ def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str
         problems.append(f"arguments are a {type(raw).__name__}, not a JSON object string")
         return {"input": list(raw) if isinstance(raw, (tuple, list)) else raw}
     if len(raw) > MAX_ARGUMENT_CHARS:
-        problems.append(f"arguments not parsed: {len(raw)} characters is over the {MAX_ARGUMENT_CHARS} limit")
-        return {}
+        problems.append(f"arguments not read: {len(raw)} characters is over the {MAX_ARGUMENT_CHARS} limit")
+        return None
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):

@@ -29,7 +29,11 @@ MAX_VIEWS = 64  # decodings of one string looked at; more and it counts as conta
 
 # Tool arguments and results, whatever the span (GenAI, OpenInference, OpenLLMetry).
 TOOL_IO_KEYS = frozenset({c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_TOOL_CALL_RESULT, c.OI_TOOL_CALL_FUNCTION_ARGUMENTS,
-                          c.TRACELOOP_ENTITY_INPUT, c.TRACELOOP_ENTITY_OUTPUT})
+                          c.TRACELOOP_ENTITY_INPUT, c.TRACELOOP_ENTITY_OUTPUT,
+                          # google-adk's legacy schema: tool arguments and results, and the model
+                          # request and response that carry them (google/adk/telemetry/tracing.py)
+                          "gcp.vertex.agent.tool_call_args", "gcp.vertex.agent.tool_response",
+                          "gcp.vertex.agent.llm_request", "gcp.vertex.agent.llm_response"})
 # The span's own input and output: tool I/O on tool spans only (on an agent or LLM span they are not).
 TOOL_SPAN_IO_KEYS = frozenset({c.OI_INPUT_VALUE, c.OI_OUTPUT_VALUE})
 # Flattened tool-call arguments in message attributes: OpenInference
