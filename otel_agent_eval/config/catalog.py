@@ -74,6 +74,19 @@ BUILTIN_THRESHOLDS: dict[str, dict[str, float]] = {
     "production": {"warn": 0.95, "fail": 0.85},
 }
 
+# The CI gate's metrics per agent and task (`otel-agent-eval score`), as a catalog's `gates` names them:
+# metric -> (higher is better, largest meaningful level or None). The tutorial's CI/CD gate: a minimum for
+# what should be high (task completion), a maximum for what should be low (latency, money).
+GATE_LEVEL_METRICS: dict[str, tuple[bool, float | None, str]] = {
+    "completion": (True, 1, "share of runs completed, 0-1"),
+    "correctness": (True, 1, "mean tool correctness against the task's expected tools, 0-1"),
+    "health": (True, 100, "mean run health, 0-100"),
+    "wasted_per_run_usd": (False, None, "money spent over the catalog's optimal tools per run, USD"),
+    "cost_per_run_usd": (False, None, "cost per run (tools and priced LLM tokens), USD"),
+    "mean_latency_ms": (False, None, "mean run duration, ms"),
+    "p95_latency_ms": (False, None, "95th percentile run duration, ms"),
+}
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -122,6 +135,23 @@ _NUMBER = {"type": "number", "minimum": 0}
 _NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
 _WEIGHT = {"type": "number", "minimum": 0, "maximum": 1}
 _SCORE = {"type": "number", "minimum": 0, "maximum": 1}
+
+
+def _gate_level(maximum: float | None) -> dict[str, Any]:
+    """A number (the fail level) or {fail, warn}; `minimum`/`maximum` bind numbers only, `required` objects only."""
+    number: dict[str, Any] = {"type": "number", "minimum": 0, **({"maximum": maximum} if maximum is not None else {})}
+    return {**number, "type": ["number", "object"], "additionalProperties": False, "required": ["fail"],
+            "properties": {"fail": number, "warn": number}}
+
+
+_GATES = {
+    "type": "object",
+    "description": "CI gate levels of `otel-agent-eval score` in this environment, per agent and task: a number (the fail "
+                   "level) or {fail, warn}; a minimum for completion, correctness and health, a maximum for money and "
+                   "latency. Efficiency is gated at this environment's own warn and fail.",
+    "additionalProperties": False,
+    "properties": {"efficiency": {}, **{metric: _gate_level(top) for metric, (_, top, _) in GATE_LEVEL_METRICS.items()}},
+}
 _MATCH_VALUE = {"anyOf": [{"type": ["string", "number", "boolean"]}, {"type": "array", "items": {"type": ["string", "number", "boolean"]}, "minItems": 1}]}
 
 CATALOG_SCHEMA: dict[str, Any] = {
@@ -169,7 +199,7 @@ CATALOG_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["warn", "fail"],
-                "properties": {"warn": _SCORE, "fail": _SCORE},
+                "properties": {"warn": _SCORE, "fail": _SCORE, "gates": _GATES},
             },
         },
         "tasks": {
@@ -259,6 +289,19 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class GateLevel:
+    """A catalog's CI gate level for one metric in one environment: past `fail` fails, past `warn` warns.
+
+    "Past" is below for metrics where higher is better (completion), above for the others (latency).
+    """
+
+    metric: str
+    fail: float
+    warn: float | None = None
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
 class TaskRoute:
     """Which task a span belongs to, and what good tool use looks like for it."""
 
@@ -313,6 +356,7 @@ class Catalog:
     attribute_mapping: AttributeMapping | None = None
     source: str = "<memory>"
     ignore_tools: frozenset[str] = DEFAULT_IGNORE_TOOLS
+    gates: Mapping[str, Mapping[str, GateLevel]] = field(default_factory=dict)  # environment -> metric -> level
     _by_alias: Mapping[str, Tool] = field(default_factory=dict, repr=False, compare=False)
 
     def tool(self, name: str | None) -> Tool | None:
@@ -339,6 +383,10 @@ class Catalog:
 
     def thresholds_for(self, environment: str | None = None) -> Thresholds:
         return self.thresholds[environment or self.default_environment]
+
+    def gates_for(self, environment: str | None = None) -> Mapping[str, GateLevel]:
+        """The CI gate levels the catalog declares for `environment` (default: its default environment), by metric."""
+        return self.gates.get(environment or self.default_environment, {})
 
     def task(self, name: str) -> TaskRoute | None:
         return next((t for t in self.tasks if t.name == name), None)
@@ -952,6 +1000,8 @@ def _meaning(data: dict[str, Any], bad: set[tuple[Any, ...]]) -> list[_Problem]:
         if isinstance(value, str) and value not in names and readable[what.replace("environment", "threshold") + "s"]:
             problems.append(_Problem((key,), f"unknown {what} {_q(value)}; known: {_some(names)}"))
 
+    problems += _gate_problems(data)
+
     tasks = data.get("tasks")
     for name, spec in (tasks.items() if isinstance(tasks, dict) else ()):
         if not isinstance(spec, dict):
@@ -970,6 +1020,29 @@ def _meaning(data: dict[str, Any], bad: set[tuple[Any, ...]]) -> list[_Problem]:
         for path, tool in references:
             if tools and isinstance(tool, str) and tool not in known:
                 problems.append(_Problem(path, f"unknown tool {_q(tool)}; known tools: {_some(tools)}"))
+    return problems
+
+
+def _gate_problems(data: dict[str, Any]) -> list[_Problem]:
+    """`thresholds.<env>.gates`: efficiency left to the environment's warn and fail, warn on the safe side of fail."""
+    own = data.get("thresholds")
+    problems: list[_Problem] = []
+    for environment, entry in (own.items() if isinstance(own, dict) else ()):
+        levels = entry.get("gates") if isinstance(entry, dict) else None
+        at = ("thresholds", environment, "gates")
+        for metric, level in (levels.items() if isinstance(levels, dict) else ()):
+            if metric == "efficiency":
+                problems.append(_Problem(at + (metric,), f"efficiency is gated at thresholds.{environment}.warn and .fail "
+                                                         "(which live scoring uses too): set them there"))
+                continue
+            if metric not in GATE_LEVEL_METRICS or not isinstance(level, dict):
+                continue
+            higher, _, _ = GATE_LEVEL_METRICS[metric]
+            fail, warn = level.get("fail"), level.get("warn")
+            if _number(fail) and _number(warn) and (warn < fail if higher else warn > fail):
+                problems.append(_Problem(at + (metric,), f"warn ({float(warn):g}) must be {'at least' if higher else 'at most'} "
+                                                         f"fail ({float(fail):g}): {'higher' if higher else 'lower'} is better "
+                                                         f"for {metric}"))
     return problems
 
 
@@ -1070,6 +1143,12 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
         )
     models = {n: ModelPrice(float(m["input_per_1k"]), float(m["output_per_1k"])) for n, m in (data.get("models") or {}).items()}
     mapping = AttributeMapping(**data["attribute_mapping"]) if data.get("attribute_mapping") else None
+    gates = {environment: {metric: GateLevel(metric, float(level if not isinstance(level, dict) else level["fail"]),
+                                             float(level["warn"]) if isinstance(level, dict) and "warn" in level else None,
+                                             GATE_LEVEL_METRICS[metric][0])
+                           for metric, level in levels.items()}
+             for environment, levels in ((n, t.get("gates") or {}) for n, t in (data.get("thresholds") or {}).items())
+             if levels}
     return Catalog(
         tools=tools,
         profiles=profiles,
@@ -1082,5 +1161,6 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
         source=source,
         # By default, a tool the catalog lists is scored even if frameworks use its name internally.
         ignore_tools=frozenset(data["ignore_tools"]) if "ignore_tools" in data else DEFAULT_IGNORE_TOOLS.difference(tools, by_alias),
+        gates=gates,
         _by_alias=by_alias,
     )

@@ -1,6 +1,7 @@
 """deepeval metric wrapping :mod:`otel_agent_eval.core.correctness`: no model, no API key."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -18,6 +19,9 @@ EVALUATION_MODEL = "none (deterministic)"
 #: deepeval takes min(tool-calling score, tool-selection score); without
 #: ``available_tools`` the selection score is this constant.
 _TOOL_SELECTION_SCORE = 1.0
+#: deepeval 4.x refuses a multimodal test case (an input with ``MLLMImage``s) in any metric
+#: without a multimodal judge model; this one reads only tool calls, so it says "not multimodal".
+_PREPARE_TAKES_MULTIMODAL = "multimodal" in inspect.signature(prepare_measure).parameters
 
 
 class DeterministicToolCorrectnessMetric(BaseMetric):
@@ -32,6 +36,11 @@ class DeterministicToolCorrectnessMetric(BaseMetric):
     ... )
     >>> round(metric.measure(case, _show_indicator=False), 4), metric.is_successful()
     (0.6667, True)
+
+    Multimodal test cases (an ``input`` carrying ``MLLMImage``s, deepeval's successor of the
+    ``MLLMTestCase`` its ``MultimodalToolCorrectnessMetric`` took) score exactly as their text
+    twins: like that metric, this one is "not calculated using any models", so no judge has
+    to read the images.
 
     It scores only ``tools_called`` against ``expected_tools`` (deepeval's
     ``available_tools`` tool-selection check needs an LLM and is not offered). Constructor
@@ -101,7 +110,12 @@ class DeterministicToolCorrectnessMetric(BaseMetric):
 
     def _score(self, test_case: LLMTestCase) -> float:
         """Validate like deepeval, score, then apply its tool-selection min and strict mode."""
-        prepare_measure(self, test_case)  # MissingTestCaseParamsError when tools are None
+        # MissingTestCaseParamsError when tools are None. Images in the input are no business of a metric
+        # that compares tool calls by exact matching: a multimodal test case scores as its text twin.
+        if _PREPARE_TAKES_MULTIMODAL:
+            prepare_measure(self, test_case, multimodal=False)
+        else:
+            prepare_measure(self, test_case)
         result = tool_correctness(
             test_case.tools_called,
             test_case.expected_tools,

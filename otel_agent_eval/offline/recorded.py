@@ -9,7 +9,11 @@ its name:
   a single pretty-printed JSON document of up to `MAX_DOCUMENT_BYTES` is read too;
 - OTLP protobuf: the Collector's `format: proto` (each message after a 4-byte big-endian
   length), or one bare `ExportTraceServiceRequest` (an OTLP/HTTP body);
-- any of these gzip-compressed; `-` reads the standard input.
+- any of these gzip- or zstd-compressed: a whole file (`gzip`, `zstd`), or the Collector's
+  `compression: zstd` (each request compressed on its own, after its 4-byte length); zstd
+  needs Python 3.14's `compression.zstd` or the optional `zstandard` package (the `zstd`
+  extra), and without either a zstd file is one clear problem line;
+- `-` reads the standard input.
 
 Files are read a line or a message at a time. Bad input never raises: an unreadable line,
 message or span is skipped and counted, and each file with problems gets one `FileProblem`
@@ -30,14 +34,14 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Union
+from typing import IO, Any, Union
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .otlp_json import SpanProblem, spans_of_record
 from .otlp_proto import spans_of_message
 
-__all__ = ["FileProblem", "ReadStats", "RecordedSpans", "TraceInputError", "trace_files"]
+__all__ = ["FileProblem", "ReadStats", "RecordedSpans", "TraceInputError", "ZstdReader", "trace_files", "zstd_decompressor"]
 
 MAX_LINE_BYTES = 256 * 2**20  # one JSON line (a Collector batch of 8,192 spans is ~20 MiB)
 MAX_MESSAGE_BYTES = 256 * 2**20  # one protobuf message
@@ -140,12 +144,54 @@ class RecordedSpans:
     `on_problem(FileProblem)` is called once for each file with problems, when the file is done.
     """
 
-    def __init__(self, paths: PathArg | Iterable[PathArg], *, on_problem: Callable[[FileProblem], None] | None = None) -> None:
+    PROGRESS_EVERY = 2048  # spans between two `on_progress` calls
+
+    def __init__(self, paths: PathArg | Iterable[PathArg], *, on_problem: Callable[[FileProblem], None] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
         self.files = trace_files(paths)
         self.on_problem = on_problem
+        self.on_progress = on_progress
         self.stats = ReadStats()
+        self._raw: IO[bytes] | None = None  # the file being read, for its position
+
+    def total_bytes(self) -> int:
+        """The size of the input files on disk (compressed, as read); the standard input counts 0."""
+        total = 0
+        for path in self.files:
+            try:
+                total += 0 if str(path) == STDIN else path.stat().st_size
+            except OSError:
+                pass
+        return total
 
     def __iter__(self) -> Iterator[ReadableSpan]:
+        if self.on_progress is not None:
+            yield from self._with_progress(self.on_progress)
+            return
+        yield from self._all_files()
+
+    def _with_progress(self, report: Callable[[int, int], None]) -> Iterator[ReadableSpan]:
+        """The spans, calling `report(bytes read, total bytes)` every `PROGRESS_EVERY` spans and after each file."""
+        total, done, count = self.total_bytes(), 0, 0
+        report(0, total)
+        files = self.stats.files
+        for span in self._all_files():
+            if self.stats.files != files:  # a new file: the previous ones were read whole
+                done += sum(_size(p) for p in self.files[max(files - 1, 0):self.stats.files - 1])
+                files = self.stats.files
+            count += 1
+            if count % self.PROGRESS_EVERY == 0:
+                report(min(total, done + self._position()), total)
+            yield span
+        report(total, total)
+
+    def _position(self) -> int:
+        try:
+            return self._raw.tell() if self._raw is not None else 0
+        except (OSError, ValueError):
+            return 0
+
+    def _all_files(self) -> Iterator[ReadableSpan]:
         for path in self.files:
             problems = _Problems(path)
             before = self.stats.spans
@@ -167,16 +213,24 @@ class RecordedSpans:
         except OSError as exc:
             problems.add(None, f"cannot read the file: {exc.strerror or exc}")
             return
+        self._raw = raw
         try:
             stream: IO[bytes] = raw
             head = _peek(raw, 8)
             if head.startswith(GZIP_MAGIC):
                 stream = io.BufferedReader(gzip.GzipFile(fileobj=raw))  # type: ignore[arg-type]
+            elif head.startswith(ZSTD_MAGIC):  # `zstd traces.json`: one stream (of one or more frames)
+                decompressor = zstd_decompressor()
+                if decompressor is None:
+                    problems.add(None, ZSTD_MISSING)
+                    return
+                stream = io.BufferedReader(ZstdReader(raw, decompressor))
             yield from self._stream(stream, problems)
         except (OSError, EOFError, zlib.error) as exc:  # a corrupt or cut gzip stream, a read error
             self.stats.records_skipped += 1
             problems.add(None, f"cannot read further: {_short_error(exc)}")
         finally:
+            self._raw = None
             raw.close()
 
     def _stream(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
@@ -184,9 +238,8 @@ class RecordedSpans:
         if not head:
             problems.add(None, "empty file")
             return
-        if head.startswith(ZSTD_MAGIC) or head[4:8] == ZSTD_MAGIC:
-            problems.add(None, "zstd-compressed (the Collector's `compression: zstd`), which is not read yet: "
-                               "decompress it first (zstd -d)")
+        if head[4:8] == ZSTD_MAGIC:  # the Collector's `compression: zstd`: each request compressed, after its length
+            yield from self._framed_zstd(stream, problems)
             return
         first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
         if first in (b"{", b"[") or not first:
@@ -301,6 +354,44 @@ class RecordedSpans:
                 return
             yield from self._message(data, where, problems)
 
+    def _framed_zstd(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
+        """The Collector's file exporter with `compression: zstd`: each request (JSON or protobuf) zstd-compressed on
+        its own, after its length in 4 bytes (big-endian)."""
+        decompressor = zstd_decompressor()
+        if decompressor is None:
+            problems.add(None, ZSTD_MISSING)
+            return
+        number = 0
+        while True:
+            header = stream.read(4)
+            if not header:
+                return
+            number += 1
+            where = f"message {number}"
+            size = int.from_bytes(header, "big")
+            data = stream.read(size) if len(header) == 4 and size <= MAX_MESSAGE_BYTES else b""
+            if len(header) < 4 or size > MAX_MESSAGE_BYTES or len(data) < size:
+                self.stats.records_skipped += 1
+                problems.add(where, "truncated or corrupt: the file ends inside a compressed message, or its length "
+                                    "prefix is wrong; the rest of the file is skipped")
+                return
+            try:
+                plain = ZstdReader(io.BytesIO(data), decompressor).readall_limited(MAX_MESSAGE_BYTES)
+            except (OSError, EOFError) as exc:
+                self.stats.records_skipped += 1
+                problems.add(where, f"cannot decompress: {_short_error(exc)}")
+                continue
+            if plain[:1] in (b"{", b"["):
+                try:
+                    record = json.loads(plain.decode("utf-8-sig"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                    self.stats.records_skipped += 1
+                    problems.add(where, f"not valid JSON after decompression ({type(exc).__name__})")
+                    continue
+                yield from self._records(record, where, problems)
+            else:
+                yield from self._message(plain, where, problems)
+
     def _message(self, data: bytes, where: str | None, problems: _Problems) -> Iterator[ReadableSpan]:
         try:
             spans, skipped = spans_of_message(data)
@@ -317,6 +408,85 @@ class RecordedSpans:
                 problems.add(where, f"span skipped: {reason}")
         self.stats.spans += len(spans)
         return spans
+
+
+ZSTD_MISSING = ("zstd-compressed; reading it needs the zstandard package: pip install 'otel-agent-eval[zstd]' "
+                "(or decompress it first: zstd -d)")
+ZSTD_CHUNK = 1024  # compressed bytes fed at a time: zstd expands at most ~32,000-fold, so ~32 MiB out at worst
+
+
+def zstd_decompressor() -> Callable[[], object] | None:
+    """A factory of streaming zstd decompressors (Python 3.14's `compression.zstd`, else the `zstandard` package),
+    or None when neither is installed."""
+    try:
+        from compression.zstd import ZstdDecompressor  # type: ignore[import-not-found]
+
+        return ZstdDecompressor
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return lambda: zstandard.ZstdDecompressor().decompressobj()
+
+
+class ZstdReader(io.RawIOBase):
+    """The decompressed bytes of a zstd stream of one or more frames; a stream cut inside a frame raises EOFError
+    (as gzip does) and corrupt data OSError, so a cut or damaged file is one problem line, never a traceback."""
+
+    def __init__(self, raw: IO[bytes], new_decompressor: Callable[[], object]) -> None:
+        super().__init__()
+        self._raw, self._new = raw, new_decompressor
+        self._decompressor: Any = new_decompressor()
+        self._out, self._at, self._in_frame = b"", 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at >= len(self._out):
+            chunk = self._raw.read(ZSTD_CHUNK)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("a zstd frame is cut short")
+                return 0
+            self._out, self._at = self._feed(chunk), 0
+        size = min(len(buffer), len(self._out) - self._at)
+        buffer[:size] = self._out[self._at:self._at + size]
+        self._at += size
+        return size
+
+    def _feed(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            self._in_frame = True
+            try:
+                out.append(self._decompressor.decompress(data))
+            except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError and compression.zstd.ZstdError
+                raise OSError(f"not a valid zstd stream ({str(exc)[:120]})") from None
+            data = b""
+            if self._decompressor.eof:  # a frame ended; the next one starts in what is left
+                data, self._decompressor, self._in_frame = self._decompressor.unused_data, self._new(), False
+        return b"".join(out)
+
+    def readall_limited(self, limit: int) -> bytes:
+        data = bytearray()
+        chunk = bytearray(64 * 1024)
+        while True:
+            size = self.readinto(chunk)
+            if not size:
+                return bytes(data)
+            data += chunk[:size]
+            if len(data) > limit:
+                raise OSError(f"decompresses to more than {limit // 2**20} MiB")
+
+
+def _size(path: Path) -> int:
+    try:
+        return 0 if str(path) == STDIN else path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _stdin() -> IO[bytes]:

@@ -16,10 +16,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.catalog import Catalog, Thresholds
+from ..config.catalog import Catalog, GateLevel, Thresholds
 from ..core.recognize import ToolCallRecord
 from ..core.runs import AgentRun
 from ..core.scoring import ERROR, SUBOPTIMAL, CallScore
@@ -143,6 +144,8 @@ class GroupSummary:
     duration_s: float | None  # mean run duration
     runs_closed_early: int  # runs whose root span never came (closed by TTL, capacity or end of input)
     tools: tuple[ToolSummary, ...]
+    wasted_per_run_usd: float | None = None  # money spent over the optimal tools in the runs, per run
+    p95_s: float | None = None  # 95th percentile run duration (the latency sketch: within 0.5 %)
 
     @property
     def name(self) -> str:
@@ -176,6 +179,7 @@ class Report:
     health_histogram: tuple[int, ...] = (0,) * HEALTH_BINS  # runs per health bin
     tool_latency: tuple[ToolLatency, ...] = ()  # per tool over all agents, most calls first
     worst_runs: tuple[RunSummary, ...] = ()  # lowest health first
+    gate_levels: Mapping[str, GateLevel] = field(default_factory=dict)  # the catalog's `gates` for the environment
 
     @property
     def wasted_usd(self) -> float:
@@ -189,6 +193,8 @@ class Report:
             "catalog": self.catalog,
             "environment": self.environment,
             "thresholds": {"warn": self.thresholds.warn, "fail": self.thresholds.fail},
+            "gate_levels": {metric: {"fail": level.fail, "warn": level.warn, "higher_is_better": level.higher_is_better}
+                            for metric, level in self.gate_levels.items()},
             "inputs": self.inputs.as_dict(),
             "totals": {"tool_calls": self.calls, "runs": self.runs, "wasted_usd": self.wasted_usd},
             "groups": [_group_dict(g) for g in self.groups],
@@ -218,11 +224,13 @@ class _ToolAcc:
 
 
 class _RunAcc:
-    __slots__ = ("runs", "completed", "cost", "health", "correctness", "correctness_runs", "duration", "duration_runs", "early")
+    __slots__ = ("runs", "completed", "cost", "health", "correctness", "correctness_runs", "duration", "duration_runs", "early",
+                 "wasted", "durations")
 
     def __init__(self) -> None:
         self.runs = self.completed = self.correctness_runs = self.duration_runs = self.early = 0
-        self.cost = self.health = self.correctness = self.duration = 0.0
+        self.cost = self.health = self.correctness = self.duration = self.wasted = 0.0
+        self.durations = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all runs
 
 
 class _LatencyAcc:
@@ -322,12 +330,14 @@ class ReportBuilder:
         acc.cost += evaluation.cost_usd
         acc.health += evaluation.health
         acc.early += run.closed_by != "end"
+        acc.wasted += math.fsum(s.static.excess_cost_usd for s in run.scores)
         if evaluation.tool_correctness is not None:
             acc.correctness += evaluation.tool_correctness
             acc.correctness_runs += 1
         if evaluation.duration_s is not None:
             acc.duration += evaluation.duration_s
             acc.duration_runs += 1
+            acc.durations.observe(evaluation.duration_s)
         self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
         self._keep_if_worst(run, key[0])
 
@@ -367,7 +377,9 @@ class ReportBuilder:
                 health=runs.health / runs.runs if runs.runs else None,
                 correctness=runs.correctness / runs.correctness_runs if runs.correctness_runs else None,
                 duration_s=runs.duration / runs.duration_runs if runs.duration_runs else None,
-                runs_closed_early=runs.early, tools=tuple(tools)))
+                runs_closed_early=runs.early, tools=tuple(tools),
+                wasted_per_run_usd=runs.wasted / runs.runs if runs.runs else None,
+                p95_s=runs.durations.quantiles((0.95,))[0] if runs.durations.count else None))
         poor = sorted((PoorChoice(task, tool, optimal, int(n), usd) for (task, tool, optimal), (n, usd) in self._poor.items()),
                       key=lambda p: (-p.wasted_usd, -p.calls, p.task, p.tool))
         latency = []
@@ -381,5 +393,6 @@ class ReportBuilder:
                       environment=self.environment or self.catalog.default_environment,
                       thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs,
                       efficiency_histogram=tuple(self._efficiency_bins), health_histogram=tuple(self._health_bins),
-                      tool_latency=tuple(latency), worst_runs=worst)
+                      tool_latency=tuple(latency), worst_runs=worst,
+                      gate_levels=dict(self.catalog.gates_for(self.environment)))
 

@@ -51,6 +51,7 @@ def score_traces(
     on_call: Callable[[ToolCallRecord, CallScore], None] | None = None,
     on_run: Callable[[AgentRun], None] | None = None,
     on_problem: Callable[[FileProblem], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     reorder_spans: int = DEFAULT_REORDER_SPANS,
     **options: Any,
 ) -> Report:
@@ -58,7 +59,8 @@ def score_traces(
 
     `registry` receives the same Prometheus series the live processor exposes; `on_call`
     and `on_run` see every scored call and evaluated run; `on_problem` gets one line per
-    file with unreadable input (also in `report.inputs`). Other options are those of
+    file with unreadable input (also in `report.inputs`); `on_progress(bytes_read, total_bytes)` is
+    called now and then while the files are read (sizes on disk, compressed as they are). Other options are those of
     `build_pipeline` (e.g. `run_validator`, `max_open_traces`, `run_ttl_s`).
 
     Raises `TraceInputError` for paths that do not exist, `CatalogError` for a broken
@@ -66,7 +68,7 @@ def score_traces(
     skipped and counted, never raised.
     """
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-    spans = RecordedSpans(paths, on_problem=on_problem)
+    spans = RecordedSpans(paths, on_problem=on_problem, on_progress=on_progress)
     builder = ReportBuilder(loaded, environment)
     clock = RecordedClock()
     pipeline, metrics = build_pipeline(

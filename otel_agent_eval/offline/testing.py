@@ -95,12 +95,63 @@ def _message_text(value: Any, *, role: str, first: bool) -> str | None:
 
 
 def _text_of(message: Mapping[str, Any]) -> str | None:
+    """A message's text; its images (GenAI `uri`/`blob` parts, OpenAI `image_url`, Anthropic `image`) as deepeval
+    `MLLMImage` placeholders in it, so the test case is multimodal as the run was."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     parts = message.get("parts") or (content if isinstance(content, list) else [])
-    texts = [p.get("content") or p.get("text") for p in parts if isinstance(p, Mapping) and p.get("type") in ("text", None)]
-    return "".join(t for t in texts if isinstance(t, str)) or None
+    text = ""
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") in ("text", None):
+            piece = part.get("content") or part.get("text")
+            if isinstance(piece, str):
+                text += piece
+            continue
+        image = _image_of(part)
+        if image is not None:
+            text += (" " if text and not text.endswith((" ", "\n")) else "") + image
+    return text or None
+
+
+def _image_of(part: Mapping[str, Any]) -> str | None:
+    """The `MLLMImage` placeholder for an image part, or None (not an image, or not one deepeval can hold).
+
+    Only remote (http/https) URLs, data URIs and inline base64 become images: a span is data from
+    elsewhere, and deepeval's `MLLMImage` would read a local path it names into the test case.
+    """
+    kind, modality = part.get("type"), part.get("modality")
+    mime = part.get("mime_type") or part.get("mimeType")
+    url: Any = None
+    data: Any = None
+    if kind == "image_url":  # OpenAI chat content: {"type": "image_url", "image_url": {"url": ...}}
+        inner = part.get("image_url")
+        url = inner.get("url") if isinstance(inner, Mapping) else inner
+    elif kind == "image" and isinstance(part.get("source"), Mapping):  # Anthropic: base64 or url source
+        source = part["source"]
+        url, data, mime = source.get("url"), source.get("data"), source.get("media_type") or mime
+    elif modality == "image" or (isinstance(mime, str) and mime.startswith("image/")):
+        if kind == "uri":  # GenAI semantic conventions' UriPart / BlobPart
+            url = part.get("uri")
+        elif kind == "blob":
+            data = part.get("content")
+    if isinstance(url, str) and url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        if not header.endswith(";base64"):
+            return None
+        mime, data, url = header[5:-7] or None, payload, None
+    try:
+        from deepeval.test_case import MLLMImage
+
+        if isinstance(data, str) and data and isinstance(mime, str) and mime:
+            return str(MLLMImage(dataBase64=data, mimeType=mime))
+        if isinstance(url, str) and url.startswith(("http://", "https://")) and not MLLMImage.is_local_path(url):
+            return str(MLLMImage(url=url, local=False))
+    except (ImportError, ValueError, TypeError, OSError, AssertionError):
+        return None
+    return None
 
 
 class _Captures:

@@ -12,11 +12,14 @@ import json
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from ..config.catalog import load_catalog
 from ..config.settings import Settings
-from ..offline.gate import GATE_METRICS, evaluate_gate, parse_fail_under
+from ..offline.gate import GATE_METRICS, evaluate_gate, higher_is_better, parse_fail_over, parse_fail_under
 from ..offline.score import score_traces
 from .options import add_catalog_arguments
 
@@ -31,28 +34,58 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
                         help="OTLP trace files (JSON lines as the Collector's file exporter writes, protobuf, .gz), directories, or - for stdin")
     add_catalog_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
-    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task")
+    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task (see --junit-cases)")
+    parser.add_argument("--junit-cases", choices=("group", "run"), default="group",
+                        help="--junit test cases: one per agent and task, failing with the gate's reasons (group, the "
+                             "default), or one per agent run, failing when the run did not complete, with the reason (run)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on stderr, by bytes of input read (default: when stderr is a terminal "
+                             "and --json is not given)")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts (no network needed to view it)")
     parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
-                        help=f"fail the gate when a group's METRIC is below VALUE; METRIC: {', '.join(GATE_METRICS)} "
-                             "(efficiency defaults to the catalog's fail level); repeat for several")
+                        help="fail the gate when a group's METRIC is below VALUE; METRIC: "
+                             f"{', '.join(m for m in GATE_METRICS if higher_is_better(m))} (default: the catalog's "
+                             "thresholds for efficiency, its gates for the others); repeat for several")
+    parser.add_argument("--fail-over", action="append", default=[], metavar="METRIC=VALUE",
+                        help="fail the gate when a group's METRIC is above VALUE; METRIC: "
+                             f"{', '.join(m for m in GATE_METRICS if not higher_is_better(m))} (default: the catalog's "
+                             "gates); repeat for several")
     parser.add_argument("--strict", action="store_true", help="exit 2 when any record or span had to be skipped")
 
 
 def run_score(args: argparse.Namespace) -> int:
     """The command; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
-    fail_under = parse_fail_under(args.fail_under)
+    fail_under = {**parse_fail_under(args.fail_under), **parse_fail_over(args.fail_over)}
     junit = Path(args.junit) if args.junit else None
     if junit is not None and not junit.parent.is_dir():
         raise ValueError(f"--junit {args.junit}: the directory {junit.parent} does not exist")
     html = Path(args.html) if args.html else None
     if html is not None and not html.parent.is_dir():
         raise ValueError(f"--html {args.html}: the directory {html.parent} does not exist")
+    if args.junit_cases == "run" and junit is None:
+        raise ValueError("--junit-cases run: give --junit FILE too")
     settings = Settings.from_env()
     catalog = load_catalog(args.catalog or settings.catalog)
-    report = score_traces(args.files, catalog, profile=args.profile or settings.profile,
-                          environment=args.environment or settings.environment,
-                          on_problem=lambda problem: _error(str(problem)))
+    show = args.progress if args.progress is not None else (not args.json and _is_terminal(sys.stderr))
+    bar = ProgressBar(sys.stderr) if show else None
+    run_cases = None
+    if junit is not None and args.junit_cases == "run":
+        from ..offline.junit_runs import RunCases
+
+        run_cases = RunCases()
+
+    def problem_line(problem: object) -> None:
+        if bar is not None:
+            bar.clear()
+        _error(str(problem))
+
+    try:
+        report = score_traces(args.files, catalog, profile=args.profile or settings.profile,
+                              environment=args.environment or settings.environment, on_problem=problem_line,
+                              on_progress=bar, on_run=run_cases.add if run_cases is not None else None)
+    finally:
+        if bar is not None:
+            bar.clear()
     inputs = report.inputs
     if inputs.spans == 0:
         _error(f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}")
@@ -73,7 +106,10 @@ def run_score(args: argparse.Namespace) -> int:
         from .junit import junit_xml
 
         try:
-            write_atomically(junit, junit_xml(report, gate))
+            if run_cases is not None:
+                write_atomically(junit, run_cases.document(report))
+            else:
+                write_atomically(junit, junit_xml(report, gate))
         except OSError as exc:
             _error(f"--junit {junit}: cannot write: {exc.strerror or exc}")
             return EXIT_BAD_INPUT
@@ -103,13 +139,14 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all: a temporary file beside it, then a rename over it."""
+def write_atomically(path: Path, text: str | Iterable[str]) -> None:
+    """Write `text` (or its pieces) to `path` whole or not at all: a temporary file beside it, then a rename over it."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(temporary, 0o666 & ~_UMASK)  # a report to share: the mode a plain open() gives, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+            for piece in (text,) if isinstance(text, str) else text:
+                out.write(piece)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
@@ -119,6 +156,48 @@ def write_atomically(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class ProgressBar:
+    """`[#######.............]  35%  12.0 of 34.3 MiB` on one line of stderr, redrawn at most 10 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.shown, self.last = stream, False, -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        if total > 0:
+            filled = min(self.WIDTH, self.WIDTH * done // total)
+            line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {100 * done // total:3d}%  {_mib(done)} of {_mib(total)}"
+        else:  # the standard input: no size known
+            line = f"read {_mib(done)}"
+        self.stream.write(f"\r{PREFIX}: scoring {line}\x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Take the bar off its line (before a problem is printed, and at the end)."""
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+            self.last = -1.0
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def _error(message: str) -> None:

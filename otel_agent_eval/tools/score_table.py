@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
 from ..offline.report import Report
 
@@ -20,7 +21,8 @@ def render_summary(report: Report, gate: GateResult) -> str:
     lines = [
         f"Scored {report.calls:,} tool calls and {report.runs:,} agent runs from {inputs.spans:,} spans in {inputs.files:,} "
         f"file{'s' if inputs.files != 1 else ''}" + (f" ({'; '.join(notes)})" if notes else "") + ".",
-        f"Catalog {report.catalog}; environment {report.environment}: efficiency warns below {t.warn:g}, fails below {t.fail:g}.",
+        f"Catalog {report.catalog}; environment {report.environment}: efficiency warns below {t.warn:g}, fails below {t.fail:g}"
+        + "".join(f"; {_level(level)}" for level in report.gate_levels.values()) + ".",
         "",
     ]
     verdicts = {}
@@ -51,6 +53,13 @@ def render_summary(report: Report, gate: GateResult) -> str:
         lines += ["", f"{early:,} runs were closed without their root span (it was not in the input, or came too late)."]
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
+
+
+def _level(level: GateLevel) -> str:
+    """A catalog gate level in words: `completion fails below 0.85 (warns below 0.9)`."""
+    side = "below" if level.higher_is_better else "above"
+    warn = f" (warns {side} {level.warn:g})" if level.warn is not None else ""
+    return f"{level.metric} fails {side} {level.fail:g}{warn}"
 
 
 def _gate_line(gate: GateResult) -> str:
