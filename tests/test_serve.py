@@ -452,3 +452,41 @@ def test_connections_past_the_limit_get_a_quick_retryable_answer() -> None:
     finally:
         receiver.stop()
         svc.stop()
+
+
+def raw_post(svc: Service, head: bytes, body: bytes) -> bytes:
+    """Bytes straight onto the socket: framings http.client would not produce."""
+    with socket.create_connection(svc.http.address, timeout=10) as sock:
+        sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n" + head + b"\r\n" + body)
+        sock.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: sock.recv(65536), b""))
+
+
+def status_of(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+def test_chunked_bodies_are_read_within_the_limit_and_bad_framing_is_counted() -> None:
+    """The OTel JS SDK streams its request body (no Content-Length): HTTP/1.1 chunked, as RFC 9112 says a server reads."""
+    svc = service(max_request_bytes=64 * 1024)
+    try:
+        body = request_body(3)
+        host, port = svc.http.address
+        connection = http.client.HTTPConnection(host, port, timeout=10)
+        connection.request("POST", "/v1/traces", iter([body[:10], body[10:]]), {"Content-Type": "application/x-protobuf"},
+                           encode_chunked=True)
+        assert connection.getresponse().status == 200
+        connection.close()
+        over = b"8000\r\n" + b"x" * 0x8000 + b"\r\n"
+        assert status_of(raw_post(svc, b"Transfer-Encoding: chunked\r\n", over * 2 + b"1\r\nx\r\n0\r\n\r\n")) == 413
+        assert status_of(raw_post(svc, b"Transfer-Encoding: chunked\r\n", b"zz\r\nabc\r\n0\r\n\r\n")) == 400
+        assert status_of(raw_post(svc, b"Transfer-Encoding: chunked\r\n", b"10\r\nabc")) == 400  # cut short
+        assert status_of(raw_post(svc, b"Transfer-Encoding: gzip\r\n", b"")) == 400
+        assert status_of(raw_post(svc, b"", b"")) == 411  # neither a length nor chunks
+        assert svc.drain()
+        value = svc.registry.get_sample_value
+        assert value("agent_eval_serve_spans_total", {"transport": "http", "outcome": "accepted"}) == 3
+        assert value("agent_eval_serve_requests_total", {"transport": "http", "answer": "too_large"}) == 1
+        assert value("agent_eval_serve_requests_total", {"transport": "http", "answer": "invalid"}) == 4
+    finally:
+        svc.stop()

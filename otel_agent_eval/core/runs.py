@@ -319,17 +319,24 @@ class RunTracker:
         start, end = _ns(span.start_time), _ns(span.end_time)
         run = _OpenRun(span.context.span_id, span.name, agent, span.start_time)
         run.nested = sum(1 for s, e in trace.closed_agents if start <= s and e <= end)
-        inside = lambda rec: rec.start_ns is not None and start <= rec.start_ns and (rec.end_ns or 0) <= end  # noqa: E731
-        if trace.root_run is not None:
-            loose = trace.root_run
-            pairs = list(zip(loose.calls, loose.scores))
-            run.calls = [rec for rec, _ in pairs if inside(rec)]
-            run.scores = [score for rec, score in pairs if inside(rec)]
-            loose.calls = [rec for rec, _ in pairs if not inside(rec)]
-            loose.scores = [score for rec, score in pairs if not inside(rec)]
-            run.llm = [call for call in loose.llm if type(call.start_ns) is int and start <= call.start_ns <= end]
-            loose.llm = [call for call in loose.llm if not (type(call.start_ns) is int and start <= call.start_ns <= end)]
+        self._take_loose(trace, run, start, end)
         return run
+
+    @staticmethod
+    def _take_loose(trace: _OpenTrace, run: _OpenRun, start: int, end: int) -> None:
+        """Move the trace's loose calls inside [start, end] into `run`: they ended before the agent was known
+        (an agent seen only at its end, or announced after them: a batch that held a trace's children and not its root)."""
+        loose = trace.root_run
+        if loose is None or not (loose.calls or loose.llm):
+            return
+        inside = lambda rec: rec.start_ns is not None and start <= rec.start_ns and (rec.end_ns or 0) <= end  # noqa: E731
+        pairs = list(zip(loose.calls, loose.scores))
+        run.calls += [rec for rec, _ in pairs if inside(rec)]
+        run.scores += [score for rec, score in pairs if inside(rec)]
+        loose.calls = [rec for rec, _ in pairs if not inside(rec)]
+        loose.scores = [score for rec, score in pairs if not inside(rec)]
+        run.llm += [call for call in loose.llm if type(call.start_ns) is int and start <= call.start_ns <= end]
+        loose.llm = [call for call in loose.llm if not (type(call.start_ns) is int and start <= call.start_ns <= end)]
 
     def _close_agent(self, trace: _OpenTrace, run: _OpenRun, span: ReadableSpan, agent_at_end: str | None) -> ClosedRun | None:
         if trace.agents:
@@ -339,6 +346,7 @@ class RunTracker:
         start, end = _ns(span.start_time), _ns(span.end_time)
         if len(trace.closed_agents) < self._max_calls:
             trace.closed_agents.append((start, end))
+        self._take_loose(trace, run, start, end)
         mine = [p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns and (p.record.end_ns or 0) <= end]
         if mine:
             taken = {id(p) for p in mine}

@@ -5,7 +5,9 @@ answered INVALID_ARGUMENT with the reason, not grpcio's generic INTERNAL, and is
 by the same code as HTTP's. A full queue answers RESOURCE_EXHAUSTED with a RetryInfo
 (in `grpc-status-details-bin`, as the Collector and the Go/Java exporters read it, and
 in `google.rpc.retryinfo-bin`, as the Python exporter reads it); shutting down answers
-UNAVAILABLE. grpcio itself refuses a message over the size limit and calls beyond
+UNAVAILABLE. With `tls` (a `tls.ServerTls`) the port speaks only TLS (grpcio's
+`ssl_server_credentials`); a plaintext client fails its handshake (UNAVAILABLE on its
+side). grpcio itself refuses a message over the size limit and calls beyond
 `max_concurrent_rpcs` (RESOURCE_EXHAUSTED).
 
     >>> server = GrpcReceiver(receiving, host="127.0.0.1", port=4317).start()
@@ -24,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from .auth import BearerToken
 from .payload import PROTOBUF
 from .receive import ACCEPTED, FULL, STOPPING, UNAUTHORIZED, Answer, Receiving
+from .tls import ServerTls
 
 __all__ = ["GrpcReceiver"]
 
@@ -74,7 +77,8 @@ class GrpcReceiver:
     """The OTLP/gRPC server; `endpoint` is `host:port` once built (port 0 picks a free one)."""
 
     def __init__(self, receiving: Receiving, *, host: str = "127.0.0.1", port: int = 4317, token: BearerToken | None = None,
-                 max_workers: int = MAX_WORKERS, max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS) -> None:
+                 max_workers: int = MAX_WORKERS, max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
+                 tls: ServerTls | None = None) -> None:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="otel-agent-eval-serve-grpc"),
             maximum_concurrent_rpcs=max_concurrent_rpcs,
@@ -82,14 +86,21 @@ class GrpcReceiver:
         service = TraceService(receiving, token)
         handler = grpc.unary_unary_rpc_method_handler(service.Export)  # bytes in, bytes out
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            bound = self._server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+            if tls is not None:
+                bound = self._server.add_secure_port(address, tls.grpc_credentials())
+            else:
+                bound = self._server.add_insecure_port(address)
         except RuntimeError:  # grpcio raises when the port is taken
             bound = 0
         if bound == 0:
             raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
         self.address: tuple[str, int] = (host, bound)
         self.endpoint = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        self.tls = tls is not None
+        # what the SDK's gRPC exporter takes as `endpoint`: https:// means TLS to it
+        self.url = ("https://" if self.tls else "http://") + self.endpoint
 
     def start(self) -> GrpcReceiver:
         self._server.start()

@@ -6,12 +6,19 @@ dropped after `idle_timeout_s`, a body over the limit is refused from its Conten
 (413) without being read. Answers follow `receive.Answer`; error bodies are a
 `google.rpc.Status` in the request's encoding, as the OTLP specification asks.
 
+With `tls` (a `tls.ServerTls`) every connection is TLS, wrapped on its own connection
+thread (the handshake is bounded by the idle timeout and never holds up the accept loop).
+A plaintext HTTP request to that port is answered `400` in plain text ("this port speaks
+TLS") and closed; a failed handshake is closed. Both are counted as requests
+(`not_tls`, `tls_failed`).
+
     >>> server = HttpReceiver(receiving, host="127.0.0.1", port=4318).start()
 """
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
@@ -24,6 +31,7 @@ from ..metrics.endpoint import BoundedThreadsMixIn
 from .auth import BearerToken
 from .payload import JSON, PROTOBUF, media_type
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving
+from .tls import TLS_RECORD_HANDSHAKE, ServerTls
 
 __all__ = ["HttpReceiver", "TRACES_PATH"]
 
@@ -35,6 +43,21 @@ IDLE_TIMEOUT_S = 30.0
 STATUS = {ACCEPTED: 200, FULL: 429, STOPPING: 503, INVALID: 400, TOO_LARGE: 413, UNSUPPORTED: 415, UNAUTHORIZED: 401}
 GRPC_CODES = {FULL: 8, STOPPING: 14, INVALID: 3, TOO_LARGE: 3, UNSUPPORTED: 3, UNAUTHORIZED: 16}  # google.rpc.Code
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+_NOT_TLS_TEXT = b"this port speaks TLS: send to https://\n"
+NOT_TLS = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+           + str(len(_NOT_TLS_TEXT)).encode() + b"\r\nConnection: close\r\n\r\n" + _NOT_TLS_TEXT)
+
+
+_MAX_CHUNK_LINE = 1024  # a chunk size line, extensions included
+_MAX_TRAILERS = 64
+
+
+class _BodyTooLarge(Exception):
+    """A chunked body grew past the request limit."""
+
+
+class _BadFraming(Exception):
+    """A chunked body that does not follow the chunked coding."""
 
 
 class _TracesHandler(BaseHTTPRequestHandler):
@@ -49,20 +72,31 @@ class _TracesHandler(BaseHTTPRequestHandler):
         kind = media_type(self.headers.get("Content-Type"))
         if owner.token is not None and not owner.token.allows(self.headers.get("Authorization")):
             return self._status(kind, receiving.unauthorized("http"), close=True)
-        if self.headers.get("Transfer-Encoding"):
-            return self._plain(411, "send a Content-Length (chunked bodies are not read)", close=True)
-        try:
-            length = int(self.headers.get("Content-Length") or "")
-            if length < 0:
-                raise ValueError
-        except ValueError:
-            return self._plain(411, "send a valid Content-Length", close=True)
-        if length > receiving.max_bytes:
-            return self._status(kind, receiving.too_large("http", length), close=True)
-        body = self.rfile.read(length)
-        if len(body) < length:
-            self.close_connection = True
-            return  # the sender went away mid-body
+        if self.headers.get("Transfer-Encoding"):  # the OTel JS SDK streams its body, so chunked
+            if (self.headers.get("Transfer-Encoding") or "").strip().lower() != "chunked":
+                self._status(kind, receiving.unreadable("http", "only the chunked transfer coding is read"), close=True)
+                return
+            try:
+                body = self._chunked(receiving.max_bytes)
+            except _BodyTooLarge:
+                return self._status(kind, receiving.too_large("http", receiving.max_bytes + 1), close=True)
+            except _BadFraming as exc:
+                self.close_connection = True
+                return self._status(kind, receiving.unreadable("http", str(exc)), close=True)
+        else:
+            try:
+                length = int(self.headers.get("Content-Length") or "")
+                if length < 0:
+                    raise ValueError
+            except ValueError:
+                receiving.unreadable("http", "no valid Content-Length")
+                return self._plain(411, "send a valid Content-Length or a chunked body", close=True)
+            if length > receiving.max_bytes:
+                return self._status(kind, receiving.too_large("http", length), close=True)
+            body = self.rfile.read(length)
+            if len(body) < length:
+                self.close_connection = True
+                return  # the sender went away mid-body
         answer = receiving.take("http", body, self.headers.get("Content-Type") or "", self.headers.get("Content-Encoding") or "identity")
         if answer.kind == ACCEPTED:
             response = ExportTraceServiceResponse()
@@ -74,6 +108,32 @@ class _TracesHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         self._plain(405, f"POST OTLP traces to {TRACES_PATH}", close=True)
+
+    def _chunked(self, limit: int) -> bytes:
+        """A chunked body (RFC 9112 7.1) of at most `limit` bytes; trailers are read and ignored."""
+        parts, size = [], 0
+        while True:
+            line = self.rfile.readline(_MAX_CHUNK_LINE + 1)
+            if not line.endswith(b"\n") or len(line) > _MAX_CHUNK_LINE:
+                raise _BadFraming("a chunk size line is cut short or too long")
+            try:
+                n = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadFraming(f"not a chunk size: {line[:40]!r}") from None
+            if n < 0:
+                raise _BadFraming("a negative chunk size")
+            if n == 0:
+                for _ in range(_MAX_TRAILERS):
+                    if self.rfile.readline(_MAX_CHUNK_LINE) in (b"\r\n", b"\n", b""):
+                        return b"".join(parts)
+                raise _BadFraming("too many trailer lines")
+            size += n
+            if size > limit:
+                raise _BodyTooLarge
+            chunk = self.rfile.read(n)
+            if len(chunk) < n or self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise _BadFraming("the body ends inside a chunk")
+            parts.append(chunk)
 
     def _status(self, kind: str, answer: Answer, *, retry_after: int | None = None, close: bool = False) -> None:
         status = status_pb2.Status(code=GRPC_CODES.get(answer.kind, 2), message=answer.message)
@@ -127,6 +187,43 @@ class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
             pass
 
     def finish_request(self, request: Any, client_address: Any) -> None:
+        context = self.owner.ssl_context
+        if context is not None:
+            tls = self._handshake(context, request)
+            if tls is None:
+                return
+            try:
+                self._finish(tls, client_address)
+            finally:
+                try:
+                    tls.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                tls.close()
+            return
+        self._finish(request, client_address)
+
+    def _handshake(self, context: ssl.SSLContext, request: socket.socket) -> ssl.SSLSocket | None:
+        """The TLS connection, or None (answered and counted) for a plaintext client or a failed handshake."""
+        metrics = self.owner.receiving.metrics
+        try:
+            first = request.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return None  # went away or stayed silent past the idle timeout
+        if not first:
+            return None
+        if first[0] != TLS_RECORD_HANDSHAKE:
+            metrics.request("http", "not_tls")
+            if first.isalpha():  # "POST ...": a plaintext HTTP client; tell it why, in its own protocol
+                _answer_and_linger(request, NOT_TLS)
+            return None
+        try:
+            return context.wrap_socket(request, server_side=True)
+        except (OSError, ValueError):  # ssl.SSLError is an OSError: bad certificate, protocol, timeout
+            metrics.request("http", "tls_failed")
+            return None
+
+    def _finish(self, request: Any, client_address: Any) -> None:
         try:
             super().finish_request(request, client_address)
         except (OSError, ValueError):
@@ -135,18 +232,37 @@ class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
             logger.exception("otel-agent-eval serve: an HTTP request failed")
 
 
+def _answer_and_linger(sock: socket.socket, answer: bytes, *, quiet_s: float = 0.25, most: int = 1 << 20) -> None:
+    """Send `answer`, then read (and drop) what the client is still sending until it stops, so that closing
+    does not reset the connection before the client has read the answer (a lingering close, as web servers do)."""
+    try:
+        sock.sendall(answer)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(quiet_s)
+        while most > 0:
+            data = sock.recv(65536)
+            if not data:
+                return
+            most -= len(data)
+    except OSError:
+        return
+
+
 class HttpReceiver:
     """The OTLP/HTTP server; `endpoint` is its full traces URL once built (port 0 picks a free one)."""
 
     def __init__(self, receiving: Receiving, *, host: str = "127.0.0.1", port: int = 4318, token: BearerToken | None = None,
-                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S,
+                 tls: ServerTls | None = None) -> None:
         self.receiving = receiving
         self.token = token
+        self.ssl_context = tls.ssl_context() if tls is not None else None
         self.idle_timeout_s = idle_timeout_s
         self._server = _BoundedHttpServer((host, port), self, max_connections)
         self.address: tuple[str, int] = self._server.server_address[:2]
         host_part = f"[{self.address[0]}]" if ":" in self.address[0] else self.address[0]
-        self.endpoint = f"http://{host_part}:{self.address[1]}{TRACES_PATH}"
+        scheme = "https" if tls is not None else "http"
+        self.endpoint = f"{scheme}://{host_part}:{self.address[1]}{TRACES_PATH}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="otel-agent-eval-serve-http-accept", daemon=True)
 

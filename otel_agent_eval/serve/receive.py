@@ -66,6 +66,10 @@ class Receiving:
         """A body refused from its declared length, before it is read."""
         return self._answer(transport, Answer(TOO_LARGE, f"request body of {length:,} bytes is over the limit of {self.max_bytes:,}"))
 
+    def unreadable(self, transport: str, why: str) -> Answer:
+        """A request whose body could not be read (its framing, not its content), counted as invalid."""
+        return self._answer(transport, Answer(INVALID, why))
+
     def unauthorized(self, transport: str) -> Answer:
         return self._answer(transport, Answer(UNAUTHORIZED, "missing or wrong bearer token"))
 

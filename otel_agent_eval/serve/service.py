@@ -27,10 +27,12 @@ from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
 from .http_receiver import HttpReceiver
 from .intake import DEFAULT_QUEUE_SPANS, Intake
+from .next_hop import NextHop
 from .payload import MAX_REQUEST_BYTES
 from .receive import Receiving
 from .self_metrics import ServeMetrics
 from .status import serve_status
+from .tls import ServerTls
 
 __all__ = ["ServeConfig", "Service"]
 
@@ -48,7 +50,9 @@ class ServeConfig:
     http_port: int | None = 4318
     metrics_port: int | None = 9464
     metrics_bind: str | None = None  # default: `bind`
-    forward_to: str | None = None  # an OTLP/HTTP traces URL; None forwards nowhere
+    forward_to: str | None = None  # an OTLP/HTTP traces URL; None forwards nowhere (`next_hop` says more)
+    next_hop: NextHop | None = None  # protocol, TLS and headers of the next hop; wins over `forward_to`
+    tls: ServerTls | None = None  # TLS on both receivers
     bearer_token: BearerToken | None = None
     max_request_bytes: int = MAX_REQUEST_BYTES
     queue_spans: int = DEFAULT_QUEUE_SPANS
@@ -56,6 +60,12 @@ class ServeConfig:
     forward_delay_s: float = 1.0
     retry_after_s: int = 1
     drain_timeout_s: float = 10.0
+
+    @property
+    def hop(self) -> NextHop | None:
+        if self.next_hop is not None:
+            return self.next_hop
+        return NextHop.parse(self.forward_to) if self.forward_to else None
 
 
 class Service:
@@ -72,10 +82,9 @@ class Service:
                                                      **resolve(settings, catalog=catalog, **options))
         self.registry = registry
         self.serve_metrics = ServeMetrics(registry=registry)
-        if exporter is None and config.forward_to:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter(endpoint=config.forward_to)
+        self.next_hop = config.hop
+        if exporter is None and self.next_hop is not None:
+            exporter = self.next_hop.exporter()
         if exporter is None:  # nothing to forward to: score, but build no enriched copies
             self.pipeline.enricher = None
         self.forwarder = Forwarder(exporter, self.serve_metrics, limit=config.forward_queue_spans,
@@ -119,10 +128,10 @@ class Service:
                 self.metrics_address = self._status[0].server_address[:2]
             if config.grpc_port is not None:
                 self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
-                                         token=config.bearer_token).start()
+                                         token=config.bearer_token, tls=config.tls).start()
             if config.http_port is not None:
                 self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
-                                         token=config.bearer_token).start()
+                                         token=config.bearer_token, tls=config.tls).start()
         except OSError:
             self.stop()
             raise

@@ -38,7 +38,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                         help="port of /metrics, /healthz and /readyz (default: $OTEL_AGENT_EVAL_METRICS_PORT, else 9464)")
     parser.add_argument("--forward-to", metavar="URL",
-                        help="OTLP/HTTP traces URL of the next hop, e.g. http://collector:4318/v1/traces (default: nowhere)")
+                        help="URL of the next hop, e.g. http://collector:4318/v1/traces, https://... for TLS, "
+                             "grpc://collector:4317 or grpcs://... for OTLP/gRPC (default: nowhere)")
+    parser.add_argument("--forward-protocol", choices=("http/protobuf", "grpc"), default="http/protobuf",
+                        help="OTLP protocol to the next hop (default http/protobuf; grpc takes --forward-to scheme://host:port)")
+    parser.add_argument("--forward-header", action="append", default=[], metavar="NAME=VALUE",
+                        help="header (gRPC: metadata) on every export to the next hop; repeatable; NAME=@FILE reads the value "
+                             "from FILE")
+    parser.add_argument("--forward-ca-file", metavar="FILE",
+                        help="CA certificate(s) (PEM) to verify an https:// next hop with (default: the system's)")
+    parser.add_argument("--forward-client-cert-file", metavar="FILE", help="client certificate (PEM) for mutual TLS to the next hop")
+    parser.add_argument("--forward-client-key-file", metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--forward-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="time the exporter spends on one batch, retries included (default 10)")
+    parser.add_argument("--tls-cert-file", metavar="FILE",
+                        help="serve both receivers over TLS with this certificate chain (PEM); needs --tls-key-file")
+    parser.add_argument("--tls-key-file", metavar="FILE", help="the private key (PEM) of --tls-cert-file")
+    parser.add_argument("--tls-client-ca-file", metavar="FILE",
+                        help="require client certificates signed by this CA (PEM): mutual TLS")
     add_catalog_arguments(parser)
     parser.add_argument("--bearer-token-file", metavar="FILE", help="require 'Authorization: Bearer <token in FILE>' on every request")
     parser.add_argument("--queue-spans", type=int, default=None, metavar="N",
@@ -54,6 +71,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..serve import ServeConfig, Service
     from ..serve.auth import read_token_file
     from ..serve.intake import DEFAULT_QUEUE_SPANS
+    from ..serve.next_hop import NextHop
+    from ..serve.tls import ServerTls
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     settings = Settings.from_env().override(catalog=args.catalog, profile=args.profile, environment=args.environment)
@@ -64,12 +83,33 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"serve: --queue-spans must be at least 1 (got {args.queue_spans})")
     if not 0 < args.max_request_mib <= 1024:
         raise ValueError(f"serve: --max-request-mib must be above 0 and at most 1024 (got {args.max_request_mib:g})")
+    tls = None
+    if args.tls_cert_file or args.tls_key_file:
+        if not (args.tls_cert_file and args.tls_key_file):
+            raise ValueError("serve: --tls-cert-file and --tls-key-file go together")
+        tls = ServerTls.load(args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file)
+    elif args.tls_client_ca_file:
+        raise ValueError("serve: --tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+    hop = None
+    if args.forward_to:
+        hop = NextHop.parse(args.forward_to, protocol=args.forward_protocol, headers=args.forward_header,
+                            ca_file=args.forward_ca_file, client_cert_file=args.forward_client_cert_file,
+                            client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout)
+    else:
+        given = [flag for flag, value in (("--forward-header", args.forward_header), ("--forward-ca-file", args.forward_ca_file),
+                                          ("--forward-client-cert-file", args.forward_client_cert_file),
+                                          ("--forward-client-key-file", args.forward_client_key_file),
+                                          ("--forward-protocol", args.forward_protocol != "http/protobuf")) if value]
+        if given:
+            raise ValueError(f"serve: {given[0]} needs --forward-to")
     config = ServeConfig(
         bind=args.bind,
         grpc_port=None if args.no_grpc else args.grpc_port,
         http_port=None if args.no_http else args.http_port,
         metrics_port=(args.metrics_port if args.metrics_port is not None else settings.metrics_port) if settings.metrics_enabled else None,
-        forward_to=args.forward_to,
+        forward_to=hop.url if hop is not None else None,
+        next_hop=hop,
+        tls=tls,
         bearer_token=read_token_file(args.bearer_token_file) if args.bearer_token_file else None,
         max_request_bytes=int(args.max_request_mib * 1024 * 1024),
         queue_spans=args.queue_spans or DEFAULT_QUEUE_SPANS,
@@ -96,11 +136,12 @@ def run_serve(args: argparse.Namespace) -> int:
 def _listening(service: Any) -> str:
     """One line saying where everything listens (tests read the ports from it)."""
     parts = []
-    if service.grpc is not None:
-        parts.append(f"OTLP/gRPC on {service.grpc.endpoint}")
+    if service.grpc is not None:  # with TLS as https://host:port, which the SDK's gRPC exporter takes as it is
+        parts.append(f"OTLP/gRPC on {service.grpc.url if service.grpc.tls else service.grpc.endpoint}")
     if service.http is not None:
         parts.append(f"OTLP/HTTP on {service.http.endpoint}")
     if service.metrics_address is not None:
         parts.append("metrics on http://{}:{}/metrics".format(*service.metrics_address))
-    parts.append(f"forwarding to {service.config.forward_to}" if service.config.forward_to else "forwarding nowhere")
+    hop = service.next_hop
+    parts.append(f"forwarding to {hop.url} ({hop.protocol})" if hop is not None else "forwarding nowhere")
     return "otel-agent-eval serve: " + ", ".join(parts)
