@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -42,6 +44,17 @@ UNSET = Status(StatusCode.UNSET)
 
 class SpanProblem(ValueError):
     """Why one recorded span (or record) cannot be read; the span is skipped and counted."""
+
+
+def decode(text: str | bytes) -> Any:
+    """JSON text as Python values: orjson (2-3x faster on a Collector batch) where it takes the text, else
+    the standard library, whose results and error messages the readers report: NaN, nesting past 1,024
+    levels and lone surrogates take that path. (orjson reads an integer past 64 bits as a float; OTLP/JSON
+    writes 64-bit integers as strings.)"""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def spans_of_record(record: Any) -> tuple[list[ReadableSpan], list[str]]:

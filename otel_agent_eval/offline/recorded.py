@@ -38,7 +38,7 @@ from typing import IO, Any, Union
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .otlp_json import SpanProblem, spans_of_record
+from .otlp_json import SpanProblem, decode, spans_of_record
 from .otlp_proto import spans_of_message
 
 __all__ = ["FileProblem", "ReadStats", "RecordedSpans", "TraceInputError", "ZstdReader", "trace_files", "zstd_decompressor"]
@@ -274,7 +274,7 @@ class RecordedSpans:
                 problems.add(f"line {number}", f"not UTF-8 text (byte {exc.start + 1} of the line)")
                 continue
             try:
-                record = json.loads(text)
+                record = decode(text)
             except json.JSONDecodeError as exc:
                 if not seen_record and text.strip() in ("{", "["):  # a pretty-printed document, not JSON lines
                     yield from self._document(line, stream, problems)
@@ -297,7 +297,7 @@ class RecordedSpans:
                                "line (as the Collector's file exporter does)")
             return
         try:
-            record = json.loads(data.decode("utf-8-sig"))
+            record = decode(data.decode("utf-8-sig"))
         except UnicodeDecodeError as exc:
             self.stats.records_skipped += 1
             problems.add(None, f"not UTF-8 text (byte {exc.start + 1})")
@@ -383,7 +383,7 @@ class RecordedSpans:
                 continue
             if plain[:1] in (b"{", b"["):
                 try:
-                    record = json.loads(plain.decode("utf-8-sig"))
+                    record = decode(plain.decode("utf-8-sig"))
                 except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
                     self.stats.records_skipped += 1
                     problems.add(where, f"not valid JSON after decompression ({type(exc).__name__})")

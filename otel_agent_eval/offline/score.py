@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
-from ..core.pipeline import Pipeline
+from ..core.pipeline import NoSink, Pipeline
 from ..core.recognize import ToolCallRecord, agent_name_of, attribute_dict
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
@@ -74,6 +74,8 @@ def score_traces(
     pipeline, metrics = build_pipeline(
         loaded, registry=registry, profile=profile, environment=environment, enrich=False,
         on_call=_both(builder.call, on_call), on_run=_both(builder.run, on_run), sees_starts=False, clock=clock, **options)
+    if registry is None:  # no one reads the Prometheus series: the report is built from the callbacks alone
+        pipeline.sink = NoSink()
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
     for span, agent in in_replay_order(without_duplicates(spans, spans.stats), agent_start_reader(pipeline), reorder_spans):
         if agent is None:

@@ -9,12 +9,11 @@ inflated), and deep or broken JSON answered as a bad request rather than a crash
 """
 from __future__ import annotations
 
-import json
 import zlib
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ..offline.otlp_json import SpanProblem, spans_of_request
+from ..offline.otlp_json import SpanProblem, decode, spans_of_request
 from ..offline.otlp_proto import spans_of_message
 
 __all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "TooLarge", "spans_of_body"]
@@ -74,7 +73,7 @@ def protobuf_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
 
 def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
     try:
-        request = json.loads(data)
+        request = decode(data)
     except RecursionError:
         raise PayloadError("JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -121,7 +120,7 @@ def span_count(body: bytes, content_type: str, encoding: str = "identity", *, li
 
             request = ExportTraceServiceRequest.FromString(data)
             return sum(len(scope.spans) for entry in request.resource_spans for scope in entry.scope_spans)
-        request = json.loads(data)
+        request = decode(data)
         entries = request.get("resourceSpans", request.get("resource_spans")) or []
         return sum(len(scope.get("spans") or ()) for entry in entries for scope in
                    (entry.get("scopeSpans", entry.get("scope_spans")) or ()))
