@@ -132,3 +132,13 @@ def self_errors(registry: CollectorRegistry) -> dict[str, float | None]:
     """The processor's own error counters that are not zero."""
     values = {c: registry.get_sample_value(f"agent_eval_processor_{c}_total") for c in SELF_ERROR_COUNTERS}
     return {c: v for c, v in values.items() if v != 0}
+
+
+def assert_calls_counted_once(captured: Any, agent_label: str) -> None:
+    """Every call of the run counted once in agent_eval_tool_calls_total, under catalog tool names and
+    `agent_label`, none of them an unknown tool."""
+    samples = captured.samples("agent_eval_tool_calls_total")
+    assert sum(s.value for s in samples) == len(RUN)
+    assert {s.labels["gen_ai_tool_name"] for s in samples} == {"local_index", "web_search"}
+    assert {s.labels["gen_ai_agent_name"] for s in samples} == {agent_label}
+    assert all(score.outcome != "unknown_tool" for _, score in captured.scored)

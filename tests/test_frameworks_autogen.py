@@ -47,11 +47,7 @@ def test_each_tool_span_is_read_once_its_arguments_unknown(captured):
 def test_every_call_is_scored_once_under_the_agent_label(captured):
     # the tool spans name no agent: the label comes from the invoke_agent span above them
     assert [(r.name, r.agent) for r, _ in captured.scored] == [(t, AGENT_NAME) for t in gf.TOOL_NAMES]
-    samples = captured.samples("agent_eval_tool_calls_total")
-    assert sum(s.value for s in samples) == len(gf.RUN)
-    assert {s.labels["gen_ai_tool_name"] for s in samples} == {"local_index", "web_search"}
-    assert {s.labels["gen_ai_agent_name"] for s in samples} == {AGENT_NAME}
-    assert all(score.outcome != "unknown_tool" for _, score in captured.scored)
+    gf.assert_calls_counted_once(captured, AGENT_NAME)
 
 
 def test_one_run_and_the_create_agent_span_is_none(captured):

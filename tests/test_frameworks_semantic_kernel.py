@@ -60,11 +60,8 @@ def test_qualified_names_score_as_the_catalog_tools(captured):
     assert [r.name for r, _ in captured.scored] == QUALIFIED
     assert [score.tool for _, score in captured.scored] == gf.TOOL_NAMES
     assert all(score.outcome != "unknown_tool" for _, score in captured.scored)
-    samples = captured.samples("agent_eval_tool_calls_total")
-    assert sum(s.value for s in samples) == len(gf.RUN)
-    assert {s.labels["gen_ai_tool_name"] for s in samples} == {"local_index", "web_search"}
-    label = "" if variant == "default" else AGENT_NAME  # no agent span by default: no label, and never a span name
-    assert {s.labels["gen_ai_agent_name"] for s in samples} == {label}
+    # no agent span by default: no label, and never a span name
+    gf.assert_calls_counted_once(captured, "" if variant == "default" else AGENT_NAME)
 
 
 def test_one_run_with_its_calls_in_order(captured):

@@ -67,11 +67,7 @@ def test_each_tool_span_is_read_once_with_its_arguments_from_the_event(captured)
 
 def test_every_call_is_scored_once_under_the_agent_label(captured):
     assert [(r.name, r.arguments, r.agent) for r, _ in captured.scored] == [(*call, AGENT_NAME) for call in gf.CALLS]
-    samples = captured.samples("agent_eval_tool_calls_total")
-    assert sum(s.value for s in samples) == len(gf.RUN)
-    assert {s.labels["gen_ai_tool_name"] for s in samples} == {"local_index", "web_search"}
-    assert {s.labels["gen_ai_agent_name"] for s in samples} == {AGENT_NAME}
-    assert all(score.outcome != "unknown_tool" for _, score in captured.scored)
+    gf.assert_calls_counted_once(captured, AGENT_NAME)
 
 
 def test_one_run_with_its_calls_in_order_and_one_llm_call_per_model_call(captured):

@@ -386,7 +386,7 @@ def test_bad_input_is_skipped_counted_and_named_by_file_and_line(app, tmp_path):
     assert "not OTLP trace data" in by_file["c_garbage.txt"]
     assert by_file["d_mixed.json"].endswith(":1: not UTF-8 text (byte 1 of the line) (2 more problems in this file)")
     assert "the compressed stream ends early" in by_file["e_cut.json.gz"]
-    assert "truncated: the file ends after" in by_file["f_cut.binpb"]
+    assert "truncated or corrupt: the file ends inside a message, after" in by_file["f_cut.binpb"]
     stats = report.inputs
     assert stats.files == 6 and stats.files_without_spans == 2
     assert stats.spans_skipped == 1  # the span with the bad id; its two neighbours were read
@@ -407,7 +407,7 @@ def test_recorded_spans_report_what_each_problem_is(tmp_path):
     assert problem('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "00000000000000000000000000000000", '
                    '"spanId": "0000000000000001"}]}]}]}\n') == "span skipped: traceId is all zeros (invalid)"
     assert problem(b"\x28\xb5\x2f\xfd\x00\x01") == "cannot read further: the compressed stream ends early (a zstd frame is cut short)"
-    assert problem(b"\x00\x00\x01\x00\x0a").startswith("truncated: the file ends after 1 of the message's 256 bytes")
+    assert problem(b"\x00\x00\x01\x00\x0a").startswith("truncated or corrupt: the file ends inside a message, after 1 of its 256 bytes")
     assert problem(b"\x10garbage").startswith("not OTLP trace data: neither JSON nor OTLP protobuf")
     assert problem(b"\x0a\x05\x01").startswith("not an OTLP ExportTraceServiceRequest")
     assert problem('{"resourceSpans": [}\n') == "not valid JSON: Expecting value at column 20"

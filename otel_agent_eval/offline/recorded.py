@@ -329,29 +329,7 @@ class RecordedSpans:
         yield from self._message(data, None, problems)
 
     def _framed_messages(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
-        number = 0
-        while True:
-            header = stream.read(4)
-            if not header:
-                return
-            number += 1
-            where = f"message {number}"
-            if len(header) < 4:
-                self.stats.records_skipped += 1
-                problems.add(where, "truncated: the file ends inside a length prefix")
-                return
-            size = int.from_bytes(header, "big")
-            if size > MAX_MESSAGE_BYTES:
-                self.stats.records_skipped += 1
-                problems.add(where, f"length prefix says {size} bytes: not a length-prefixed OTLP protobuf file, "
-                                    "or corrupt here; the rest of the file is skipped")
-                return
-            data = stream.read(size)
-            if len(data) < size:
-                self.stats.records_skipped += 1
-                problems.add(where, f"truncated: the file ends after {len(data)} of the message's {size} bytes "
-                                    "(or this is not length-prefixed OTLP protobuf)")
-                return
+        for where, data in self._frames(stream, problems, "message"):
             yield from self._message(data, where, problems)
 
     def _framed_zstd(self, stream: IO[bytes], problems: _Problems) -> Iterator[ReadableSpan]:
@@ -361,20 +339,7 @@ class RecordedSpans:
         if decompressor is None:
             problems.add(None, ZSTD_MISSING)
             return
-        number = 0
-        while True:
-            header = stream.read(4)
-            if not header:
-                return
-            number += 1
-            where = f"message {number}"
-            size = int.from_bytes(header, "big")
-            data = stream.read(size) if len(header) == 4 and size <= MAX_MESSAGE_BYTES else b""
-            if len(header) < 4 or size > MAX_MESSAGE_BYTES or len(data) < size:
-                self.stats.records_skipped += 1
-                problems.add(where, "truncated or corrupt: the file ends inside a compressed message, or its length "
-                                    "prefix is wrong; the rest of the file is skipped")
-                return
+        for where, data in self._frames(stream, problems, "compressed message"):
             try:
                 plain = ZstdReader(io.BytesIO(data), decompressor).readall_limited(MAX_MESSAGE_BYTES)
             except (OSError, EOFError) as exc:
@@ -391,6 +356,34 @@ class RecordedSpans:
                 yield from self._records(record, where, problems)
             else:
                 yield from self._message(plain, where, problems)
+
+    def _frames(self, stream: IO[bytes], problems: _Problems, what: str) -> Iterator[tuple[str, bytes]]:
+        """(where, bytes) of each length-prefixed frame (4 bytes, big-endian, then the frame); a frame cut short
+        or a length past the limit ends the file with one problem."""
+        number = 0
+        while True:
+            header = stream.read(4)
+            if not header:
+                return
+            number += 1
+            where = f"message {number}"
+            if len(header) < 4:
+                self.stats.records_skipped += 1
+                problems.add(where, f"truncated or corrupt: the file ends inside the length prefix of a {what}")
+                return
+            size = int.from_bytes(header, "big")
+            if size > MAX_MESSAGE_BYTES:
+                self.stats.records_skipped += 1
+                problems.add(where, f"truncated or corrupt: the length prefix says {size} bytes, over the limit (or this is "
+                                    f"not a length-prefixed OTLP file); the rest of the file is skipped")
+                return
+            data = stream.read(size)
+            if len(data) < size:
+                self.stats.records_skipped += 1
+                problems.add(where, f"truncated or corrupt: the file ends inside a {what}, after {len(data)} of its "
+                                    f"{size} bytes (or this is not a length-prefixed OTLP file)")
+                return
+            yield where, data
 
     def _message(self, data: bytes, where: str | None, problems: _Problems) -> Iterator[ReadableSpan]:
         try:
