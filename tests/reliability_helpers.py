@@ -109,7 +109,7 @@ def expected_duration_counts(sent: Mapping[tuple[str, str, str | None], int]) ->
     """`gen_ai_execute_tool_duration_seconds_count` series expected (every span has a valid duration): per tool."""
     expected: Counter = Counter()
     for (tool, _agent, error), n in sent.items():
-        expected[labels(gen_ai_tool_name=tool, error_type=error or "")] += n
+        expected[labels(gen_ai_tool_name=tool, gen_ai_tool_type="", error_type=error or "")] += n
     return expected
 
 

@@ -72,9 +72,9 @@ def test_exposition_values_for_a_mixed_workload(app):
     # observed minus the optimal tool's expected 30 ms
     assert value(found, "agent_eval_tool_excess_latency_seconds_total", **who) == pytest.approx(0.470 + 2.970)
     assert value(found, "agent_eval_tool_slo_violations_total", **who) == 1  # 3 s > 2 s SLO
-    assert value(found, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="web_search", error_type="TimeoutError") == 1
-    assert value(found, "gen_ai_execute_tool_duration_seconds_bucket", gen_ai_tool_name="web_search", error_type="", le="0.5") == 1
-    assert value(found, "gen_ai_execute_tool_duration_seconds_bucket", gen_ai_tool_name="web_search", error_type="", le="0.4585") == 0
+    assert value(found, "gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="web_search", gen_ai_tool_type="", error_type="TimeoutError") == 1
+    assert value(found, "gen_ai_execute_tool_duration_seconds_bucket", gen_ai_tool_name="web_search", gen_ai_tool_type="", error_type="", le="0.5") == 1
+    assert value(found, "gen_ai_execute_tool_duration_seconds_bucket", gen_ai_tool_name="web_search", gen_ai_tool_type="", error_type="", le="0.4585") == 0
     local = dict(gen_ai_tool_name="local_index", gen_ai_agent_name="support_agent", profile="latency_critical")
     assert value(found, "agent_eval_tool_efficiency_score_count", **local, dimension="efficiency") == 3
     assert value(found, "agent_eval_tool_efficiency_score_sum", **local, dimension="efficiency") == 3.0

@@ -97,8 +97,8 @@ def test_multiprocess_mode_sums_counters_and_histograms_across_workers(tmp_path)
     calls = [l for l in lines if l.startswith("agent_eval_tool_calls_total{")]
     assert calls == ['agent_eval_tool_calls_total{gen_ai_agent_name="support_agent",gen_ai_tool_name="web_search",'
                      'optimal_tool="local_index",outcome="suboptimal",task="faq",verdict="fail"} 300.0']
-    assert 'gen_ai_execute_tool_duration_seconds_count{error_type="",gen_ai_tool_name="web_search"} 300.0' in lines
-    assert 'gen_ai_execute_tool_duration_seconds_bucket{error_type="",gen_ai_tool_name="web_search",le="0.5"} 300.0' in lines
+    assert 'gen_ai_execute_tool_duration_seconds_count{error_type="",gen_ai_tool_name="web_search",gen_ai_tool_type=""} 300.0' in lines
+    assert 'gen_ai_execute_tool_duration_seconds_bucket{error_type="",gen_ai_tool_name="web_search",gen_ai_tool_type="",le="0.5"} 300.0' in lines
     (wasted,) = [float(l.rsplit(" ", 1)[1]) for l in lines if l.startswith("agent_eval_tool_excess_cost_usd_total{")]
     assert abs(wasted - 300 * 0.003) < 1e-9
     assert "agent_eval_processor_spans_scored_total 300.0" in lines

@@ -117,7 +117,7 @@ def test_errors_and_unknown_tools_are_counted_not_crashed():
     app.run("support_agent", "teleporter")
     assert app.sample("agent_eval_tool_calls_total", gen_ai_tool_name="local_index", gen_ai_agent_name="support_agent",
                       task="faq", outcome="error", verdict="pass", optimal_tool="local_index") == 1
-    assert app.sample("gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="local_index", error_type="_OTHER") == 1
+    assert app.sample("gen_ai_execute_tool_duration_seconds_count", gen_ai_tool_name="local_index", gen_ai_tool_type="", error_type="_OTHER") == 1
     assert app.sample("agent_eval_tool_calls_total", gen_ai_tool_name="teleporter", gen_ai_agent_name="support_agent",
                       task="faq", outcome="unknown_tool", verdict="fail", optimal_tool="local_index") == 1
     spans = app.exported_by_name()

@@ -179,6 +179,18 @@ def test_arguments_are_checked_against_the_catalog_schema_and_span_schemas():
                                "crm_lookup: id: '7' is not of type 'integer'")
 
 
+def test_invalid_arguments_give_their_own_reasons_run_after_run():
+    """Refusals are remembered per (schema, arguments): the same call gets the same reason, another call its own."""
+    app = App()
+    for _ in range(3):
+        for arguments in ('{"query": "x", "max_results": 0}', '{"query": "x", "max_results": "5"}', '{"max_results": 3}'):
+            app.agent("support_agent", lambda arguments=arguments: app.tool("web_search", arguments))
+    reasons = [run.evaluation.invalid_calls for run in app.runs]
+    assert reasons == [("web_search: max_results: 0 is less than the minimum of 1",),
+                       ("web_search: max_results: '5' is not of type 'integer'",),
+                       ("web_search: 'query' is a required property",)] * 3
+
+
 def test_order_accuracy_against_expected_tools(tmp_path):
     catalog = tmp_path / "c.yaml"
     catalog.write_text("""

@@ -87,7 +87,7 @@ def test_label_sets_are_admitted_in_arrival_order_and_folded_stably_past_the_bud
     assert _scored_samples(app) <= app.processor.metrics.budget.used <= 2_000
     # The fleet's latency histogram is per tool, not per agent: it kept its label.
     assert app.series("gen_ai_execute_tool_duration_seconds_count") == {
-        (("error_type", ""), ("gen_ai_tool_name", "local_index")): 80}
+        (("error_type", ""), ("gen_ai_tool_name", "local_index"), ("gen_ai_tool_type", "")): 80}
     app.provider.shutdown()
 
 

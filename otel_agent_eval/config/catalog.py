@@ -233,7 +233,9 @@ CATALOG_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["input_per_1k", "output_per_1k"],
-                "properties": {"input_per_1k": _NUMBER, "output_per_1k": _NUMBER},
+                "properties": {"input_per_1k": _NUMBER, "output_per_1k": _NUMBER,
+                               "cached_input_per_1k": {**_NUMBER, "description": "Price of input tokens served from the "
+                                                       "provider's cache (default: input_per_1k)."}},
             },
         },
         "attribute_mapping": {
@@ -331,6 +333,11 @@ class TaskRoute:
 class ModelPrice:
     input_per_1k: float
     output_per_1k: float
+    cached_input_per_1k: float | None = None  # input tokens read from the provider's cache; None: input_per_1k
+
+    @property
+    def cached_per_1k(self) -> float:
+        return self.input_per_1k if self.cached_input_per_1k is None else self.cached_input_per_1k
 
 
 @dataclass(frozen=True)
@@ -1141,7 +1148,9 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
                 max_calls=spec.get("max_calls"),
             )
         )
-    models = {n: ModelPrice(float(m["input_per_1k"]), float(m["output_per_1k"])) for n, m in (data.get("models") or {}).items()}
+    models = {n: ModelPrice(float(m["input_per_1k"]), float(m["output_per_1k"]),
+                            float(m["cached_input_per_1k"]) if "cached_input_per_1k" in m else None)
+              for n, m in (data.get("models") or {}).items()}
     mapping = AttributeMapping(**data["attribute_mapping"]) if data.get("attribute_mapping") else None
     gates = {environment: {metric: GateLevel(metric, float(level if not isinstance(level, dict) else level["fail"]),
                                              float(level["warn"]) if isinstance(level, dict) and "warn" in level else None,

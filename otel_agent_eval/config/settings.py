@@ -62,6 +62,13 @@ def _count(text: str) -> int:
     return value
 
 
+def _evaluation_events(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("span", "log", "both"):
+        raise ValueError("expected span, log or both")
+    return value
+
+
 def _text(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a non-empty value")
@@ -85,6 +92,7 @@ class Settings:
     reload_on_sighup: bool = False
     redact_keys: str | None = None
     drop_tool_io: bool = False
+    evaluation_events: str = "span"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -132,4 +140,5 @@ ENV_VARS = (
     EnvVar(PREFIX + "RELOAD_ON_SIGHUP", "reload_on_sighup", _bool, "Reload the catalog on SIGHUP (default false)."),
     EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`)."),
     EnvVar(PREFIX + "DROP_TOOL_IO", "drop_tool_io", _bool, "Drop tool arguments and results from exported tool spans (default false)."),
+    EnvVar(PREFIX + "EVALUATION_EVENTS", "evaluation_events", _evaluation_events, "Where `gen_ai.evaluation.result` events go: `span` (span events on exported spans, default), `log` (log records through the global LoggerProvider, parented to the evaluated span) or `both`."),
 )

@@ -9,6 +9,11 @@ from __future__ import annotations
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_INVOKE_AGENT = "invoke_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"  # a coordinated process of several agents (CrewAI's crew): a run root too
+GEN_AI_WORKFLOW_NAME = "gen_ai.workflow.name"
+# Span names of agent and workflow spans (`invoke_agent {gen_ai.agent.name}`, `invoke_workflow {gen_ai.workflow.name}`):
+# strands-agents, agent-framework and google-adk start them with no attributes and set those later.
+RUN_ROOT_SPAN_PREFIXES = (OP_INVOKE_AGENT + " ", OP_INVOKE_WORKFLOW + " ")
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
@@ -21,6 +26,7 @@ GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older OpenLLMetry spelling
 GEN_AI_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"  # included in input_tokens
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
@@ -48,6 +54,7 @@ OI_LLM_MODEL_NAME = "llm.model_name"
 OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 OI_LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+OI_LLM_TOKEN_COUNT_CACHE_READ = "llm.token_count.prompt_details.cache_read"  # part of llm.token_count.prompt
 OI_LLM_PROMPTS = "llm.prompts"
 OI_FIRST_INPUT_MESSAGE_ROLE = "llm.input_messages.0.message.role"
 OI_FIRST_OUTPUT_MESSAGE_ROLE = "llm.output_messages.0.message.role"
@@ -73,6 +80,7 @@ TL_KIND_LLM = "llm"
 TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
+TL_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read_input_tokens"  # OpenLLMetry's spelling, part of the input tokens
 
 # Span names that carry an agent's or workflow's name with a fixed suffix: smolagents names its
 # AGENT span `<agent name>.run`, llama-index its workflow root `<Workflow class>.run`.

@@ -74,9 +74,10 @@ class Enricher:
     The catalog-fixed attributes are cached per static score.
     """
 
-    def __init__(self, *, scores: bool = True, redactor: Redactor | None = None) -> None:
+    def __init__(self, *, scores: bool = True, redactor: Redactor | None = None, span_events: bool = True) -> None:
         self.scores = scores
         self.redactor = redactor
+        self.span_events = span_events  # False when evaluation results go out as log events only
         self._static: dict[int, tuple[StaticScore, dict[str, Any], Mapping[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -97,10 +98,17 @@ class Enricher:
         if self.redactor is not None:
             self.redactor.apply(merged)
             events = self.redactor.events(events)
+        if not self.span_events:
+            return EnrichedSpan(span, merged, events)
         if score.outcome != score.static.outcome:  # an error changes the outcome, not the scores
-            event_attrs = {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
+            event_attrs = with_error(event_attrs, score)
         event = Event(c.GEN_AI_EVALUATION_RESULT, event_attrs, span.end_time)
         return EnrichedSpan(span, merged, (*events, event))
+
+    def evaluation(self, score: CallScore) -> Mapping[str, Any]:
+        """The `gen_ai.evaluation.result` attributes of a scored call (cached per static score)."""
+        event_attrs = self._for(score)[1]
+        return with_error(event_attrs, score) if score.outcome != score.static.outcome else event_attrs
 
     def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
         static = score.static
@@ -116,12 +124,13 @@ class Enricher:
 
 _RUN_KEYS = {name: RUN + name for name in (
     "outcome", "completion_reason", "task", "tool_calls", "llm_calls", "redundant_calls", "spurious_calls", "over_budget",
-    "cost_usd", "tool_cost_usd", "llm_cost_usd", "health_score", "agent", "unpriced_models", "arguments_not_captured")}
+    "cost_usd", "tool_cost_usd", "llm_cost_usd", "health_score", "agent", "unpriced_models", "arguments_not_captured", "loops")}
 _RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity",
                                                       "call_precision"))
 
 
-def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None) -> EnrichedSpan:
+def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None,
+               span_events: bool = True) -> EnrichedSpan:
     """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric."""
     e, k = run.evaluation, _RUN_KEYS
     attrs = {
@@ -140,20 +149,40 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
             attrs[key] = value
     if e.unpriced_models:
         attrs[k["unpriced_models"]] = list(e.unpriced_models)
+    if e.loops:
+        attrs[k["loops"]] = len(e.loops)
     if e.arguments_not_captured:  # unknown, so left out of argument validity
         attrs[k["arguments_not_captured"]] = len(e.arguments_not_captured)
     end = span.end_time
-    events = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason, end),
-              _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
-                          f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).", end)]
-    if e.tool_correctness is not None:
-        events.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
-                                  f"Expected tools called: {e.tool_correctness:.2f}.", end))
+    events = [Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass)] if span_events else []
     own = span.events
     if redactor is not None and not isinstance(span, EnrichedSpan):  # a copy of ours is redacted already
         redactor.apply(attrs)
         own = redactor.events(own)
     return EnrichedSpan(span, attrs, (*own, *events))
+
+
+EVALUATION_EVENTS = ("span", "log", "both")  # where gen_ai.evaluation.result events go
+
+
+class EvaluationLog:
+    """GenAI `gen_ai.evaluation.result` events as log records (the OpenTelemetry Logs API), parented to the
+    evaluated span: the form the GenAI conventions give events now that span events are being deprecated.
+
+    >>> log = EvaluationLog(logger_provider)          # default: the global LoggerProvider
+    >>> log.emit(tool_span, evaluation_event_attributes(score.static))
+    """
+
+    def __init__(self, logger_provider: Any = None) -> None:
+        from opentelemetry._logs import get_logger_provider
+
+        self._logger = (logger_provider or get_logger_provider()).get_logger("otel_agent_eval")
+
+    def emit(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
+        from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+
+        self._logger.emit(timestamp=span.end_time, context=set_span_in_context(NonRecordingSpan(span.context)),
+                          event_name=c.GEN_AI_EVALUATION_RESULT, attributes=dict(attributes))
 
 
 def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
@@ -166,13 +195,30 @@ def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
         return EnrichedSpan(span, {}, ())
 
 
-def _evaluation(name: str, score: float, passed: bool, explanation: str, timestamp: int | None) -> Event:
-    return Event(c.GEN_AI_EVALUATION_RESULT, {
+def run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
+    """The `gen_ai.evaluation.result` attributes of an evaluated run: completion, health, and tool correctness when known."""
+    e = run.evaluation
+    out = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason),
+           _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
+                       f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).")]
+    if e.tool_correctness is not None:
+        out.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
+                               f"Expected tools called: {e.tool_correctness:.2f}."))
+    return out
+
+
+def with_error(event_attrs: Mapping[str, Any], score: CallScore) -> dict[str, Any]:
+    """A failed call's evaluation: the choice's score, explained with the failure."""
+    return {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
+
+
+def _evaluation(name: str, score: float, passed: bool, explanation: str) -> dict[str, Any]:
+    return {
         c.GEN_AI_EVALUATION_NAME: name,
         c.GEN_AI_EVALUATION_SCORE_VALUE: score,
         c.GEN_AI_EVALUATION_SCORE_LABEL: "pass" if passed else "fail",
         c.GEN_AI_EVALUATION_EXPLANATION: explanation,
-    }, timestamp)
+    }
 
 
 def static_attributes(static: StaticScore) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..config.catalog import AttributeMapping, Catalog
 from . import conventions as c
-from .enrich import EnrichedSpan, Enricher, enrich_run, redacted
+from .enrich import (EVALUATION_EVENTS, EnrichedSpan, Enricher, EvaluationLog, enrich_run, evaluation_event_attributes,
+                     redacted, run_evaluations, with_error)
 from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
 from .redact import Redactor
@@ -110,7 +111,9 @@ class Pipeline:
     masks what must not leave the process. `on_call(record, score)` and `on_run(run)` are
     the user's callbacks (their exceptions are counted, never raised). `sees_starts` says
     whether `agent_started` hints will come; without them every tool span with an unknown
-    agent waits for its run.
+    agent waits for its run. `evaluation_events` says where `gen_ai.evaluation.result` events go:
+    `span` (span events on the enriched copies), `log` (log records through `logger_provider`,
+    default the global one, parented to the evaluated span) or `both`.
     """
 
     def __init__(
@@ -131,7 +134,11 @@ class Pipeline:
         run_ttl_s: float = 600.0,
         sees_starts: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        evaluation_events: str = "span",
+        logger_provider: Any = None,
     ) -> None:
+        if evaluation_events not in EVALUATION_EVENTS:
+            raise ValueError(f"evaluation_events must be one of {', '.join(EVALUATION_EVENTS)}; got {evaluation_events!r}")
         self._options = dict(profile=profile, environment=environment, attribute_mapping=attribute_mapping,
                              run_validator=run_validator)
         self.state = self.build_state(catalog)
@@ -141,7 +148,10 @@ class Pipeline:
         self.on_run = on_run
         self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s,
                                clock=clock)
-        self.enricher = Enricher(scores=enrich, redactor=redactor) if enrich or redactor is not None else None
+        self.enricher = (Enricher(scores=enrich, redactor=redactor, span_events=evaluation_events != "log")
+                         if enrich or redactor is not None else None)
+        # gen_ai.evaluation.result as log records too (or instead): decided once, None when off
+        self.evaluation_log = EvaluationLog(logger_provider) if evaluation_events != "span" else None
         self.redactor = redactor
         self._defer_all = not sees_starts
 
@@ -299,6 +309,15 @@ class Pipeline:
         resource = getattr(span.resource, "attributes", None) if scorer.uses_resource else None
         score = scorer.score(record, scorer.route(record.agent, attrs, resource))
         self.sink.record(score, record.agent, record.trace_id)
+        if self.evaluation_log is not None:
+            try:
+                enricher = self.enricher
+                attrs = (enricher.evaluation(score) if enricher is not None and enricher.scores else
+                         with_error(evaluation_event_attributes(score.static), score) if score.outcome != score.static.outcome
+                         else evaluation_event_attributes(score.static))
+                self.evaluation_log.emit(span, attrs)
+            except Exception as exc:  # noqa: BLE001
+                self.failed("evaluation log event", exc)
         if self.on_call is not None:
             try:
                 self.on_call(record, score)
@@ -343,6 +362,12 @@ class Pipeline:
         run.expected_tools = route.expected_tools if route else ()
         run.evaluation = state.evaluator.evaluate(run, route)
         self.sink.record_run(run)
+        if self.evaluation_log is not None and root is not None:
+            try:
+                for attrs in run_evaluations(run, state.scorer.health_pass):
+                    self.evaluation_log.emit(root, attrs)
+            except Exception as exc:  # noqa: BLE001
+                self.failed("evaluation log event", exc)
         if self.on_run is not None:
             try:
                 self.on_run(run)
@@ -352,6 +377,7 @@ class Pipeline:
             for i, span in enumerate(out):
                 if span.context.span_id == root.context.span_id:
                     try:
-                        out[i] = enrich_run(span, run, state.scorer.health_pass, self.enricher.redactor)
+                        out[i] = enrich_run(span, run, state.scorer.health_pass, self.enricher.redactor,
+                                            self.enricher.span_events)
                     except Exception as exc:  # noqa: BLE001
                         self.failed("enrich run", exc, "enrichments_dropped")

@@ -321,26 +321,38 @@ class LLMCall(NamedTuple):
     input_messages: Any = None  # GenAI `gen_ai.input.messages`, when recorded
     output_messages: Any = None
     start_ns: int | None = None  # places the call in the agent run whose time range holds it
+    cached_input_tokens: int = 0  # of `input_tokens`, those served from the provider's cache (priced apart)
 
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
-    """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry)."""
+    """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry).
+
+    Cached input tokens (GenAI `gen_ai.usage.cache_read.input_tokens`, OpenLLMetry's
+    `gen_ai.usage.cache_read_input_tokens`, OpenInference's `llm.token_count.prompt_details.cache_read`)
+    are part of the input tokens, as all three conventions count them, and priced apart.
+    """
     operation = _as_text(attrs.get(c.GEN_AI_OPERATION_NAME))
     if (operation is not None and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
         model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
         tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
         tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
         messages = attrs.get(c.GEN_AI_INPUT_MESSAGES), attrs.get(c.GEN_AI_OUTPUT_MESSAGES)
+        cached = _first(attrs, (c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, c.TL_USAGE_CACHE_READ_INPUT_TOKENS))
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
         if not any(key in attrs for key in c.OI_LLM_CALL_EVIDENCE):
             return None  # an LLM object's helper method (llama-index `_prepare_chat_with_tools`), no model call
         model = attrs.get(c.OI_LLM_MODEL_NAME)
         tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
         messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
+        cached = attrs.get(c.OI_LLM_TOKEN_COUNT_CACHE_READ)
     else:
         return None
     model = _as_text(model)
-    return LLMCall(model or None, _tokens(tokens_in), _tokens(tokens_out), span_id, *messages)
+    tokens_in = _tokens(tokens_in)
+    if cached is None:
+        return LLMCall(model or None, tokens_in, _tokens(tokens_out), span_id, *messages)
+    cached = _tokens(cached)  # the conventions count cache reads in the input tokens: a larger figure is one of them
+    return LLMCall(model or None, max(tokens_in, cached), _tokens(tokens_out), span_id, *messages, cached_input_tokens=cached)
 
 
 MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
@@ -355,7 +367,8 @@ def _tokens(value: Any) -> int:
 
 
 def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
-    """The agent's name if these attributes mark an agent span (GenAI, OpenInference, OpenLLMetry).
+    """The agent's name if these attributes mark an agent span (GenAI `invoke_agent`, or `invoke_workflow` named by
+    `gen_ai.workflow.name`; OpenInference; OpenLLMetry).
 
     The agent-name attribute wins; else a name read from the OpenLLMetry entity name or the span
     name (`invoke_agent support_agent`, smolagents' `support_agent.run`), only if it looks like a
@@ -363,8 +376,11 @@ def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str
     agent span's attributes, or when no usable name is there (yet: attributes set after the start
     name the agent when it ends; an agent span that never names itself is no run boundary).
     """
-    if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_INVOKE_AGENT:
+    operation = attrs.get(c.GEN_AI_OPERATION_NAME)
+    if operation == c.OP_INVOKE_AGENT:
         name = _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
+    elif operation == c.OP_INVOKE_WORKFLOW:
+        name = _as_text(attrs.get(c.GEN_AI_WORKFLOW_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
         name = _as_text(attrs.get(c.OI_AGENT_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif attrs.get(c.TRACELOOP_SPAN_KIND) in (c.TL_KIND_AGENT, c.TL_KIND_WORKFLOW):
@@ -374,6 +390,26 @@ def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str
     if not name:
         name = name_from_span_name(span_name)
     return name[:MAX_NAME_CHARS] if name else None
+
+
+def agent_at_start(attrs: Mapping[str, Any], span_name: Any, typed: bool) -> str | None:
+    """The agent (or workflow) a span announces as it starts, or None: the one rule for the processor's
+    `on_start` and the replays' agent-start hints (`score`, `serve`).
+
+    `typed` says whether the attributes carry a kind marker (`Pipeline.is_typed`): then they decide, as
+    at the span's end (`agent_name_of`). Without one, a span named `invoke_agent <name>` or
+    `invoke_workflow <name>` is a GenAI agent span whose attributes come later (strands-agents,
+    agent-framework and google-adk set them after the start): its name announces the run now, so
+    its tool spans are scored as they end instead of waiting for the agent span's end.
+
+        >>> agent_at_start({}, "invoke_agent support_agent", False), agent_at_start({}, "chat gpt-4o", False)
+        ('support_agent', None)
+    """
+    if typed:
+        return agent_name_of(attrs, span_name)
+    if type(span_name) is str and span_name.startswith(c.RUN_ROOT_SPAN_PREFIXES):
+        return name_from_span_name(span_name)
+    return None
 
 
 def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None:
@@ -392,7 +428,12 @@ def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None
     name = _as_text(span_name)
     if not name:
         return None
-    name = name.removeprefix(c.OP_INVOKE_AGENT).strip()
+    for prefix in c.RUN_ROOT_SPAN_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):].strip()
+            break
+    else:
+        name = name.removeprefix(c.OP_INVOKE_AGENT).strip()
     for suffix in c.AGENT_SPAN_NAME_SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]

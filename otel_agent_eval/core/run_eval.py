@@ -8,7 +8,8 @@ tutorial's weights, renormalised over the parts that are known.
 
 What is unknown stays unknown: a call whose arguments were not captured is neither valid nor
 invalid (left out of argument validity, listed in `arguments_not_captured`) and repeats no other
-call. Calls of the catalog's `ignore_tools` (framework-internal, e.g. smolagents' `final_answer`)
+call, nor loops with it. A **loop** is LOOP_CALLS (3) or more consecutive calls of one tool with the same
+captured arguments (`RunEvaluation.loops`, one tool name per loop). Calls of the catalog's `ignore_tools` (framework-internal, e.g. smolagents' `final_answer`)
 are no part of the run's evaluation.
 """
 from __future__ import annotations
@@ -33,6 +34,9 @@ _CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
 _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 
+LOOP_CALLS = 3  # this many consecutive calls of one tool with the same arguments are a loop
+_UNUSABLE = object()  # a schema jsonschema could not apply: the call is not checked
+_MAX_KEPT_ARGUMENTS = 1024  # characters of repr(arguments) up to which a refusal is remembered
 _SPAN_SCHEMA = object()  # no catalog schema for this call: the span's own, if any, decides
 
 
@@ -42,6 +46,7 @@ class _Shape(NamedTuple):
     spurious: tuple[str, ...]
     validators: tuple[Any, ...]  # per call: the catalog tool's compiled check, or _SPAN_SCHEMA
     repeated: frozenset[str]  # tools called more than once: the only ones a call can repeat
+    streaks: tuple[tuple[int, int], ...]  # [start, end) of LOOP_CALLS+ consecutive calls of one tool: where loops can be
 
 
 class RunEvaluator:
@@ -57,6 +62,7 @@ class RunEvaluator:
         self.validator = validator
         self.hallucination = hallucination
         self._validators: dict[int, tuple[Any, Callable[[dict[str, Any]], bool] | None]] = {}
+        self._invalid: dict[tuple[int, str], Any] = {}  # (validator id, repr of arguments) -> why they fail
         self._shapes: dict[tuple[tuple[str, ...], str | None], _Shape] = {}
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
@@ -66,6 +72,7 @@ class RunEvaluator:
         completed, why = self._completion(run, calls)
         validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
         spurious, redundant = shape.spurious, _redundant(calls, shape.repeated) if shape.repeated else ()
+        loops = _loops(calls, shape.streaks) if shape.streaks else ()
         precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
         known = [v for v in (validity, shape.order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
@@ -88,7 +95,7 @@ class RunEvaluator:
             redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(calls) > route.max_calls),
             tool_correctness=shape.correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
             duration_s=duration, hallucination_free=hallucination_free, health=health,
-            arguments_not_captured=not_captured,
+            arguments_not_captured=not_captured, loops=loops,
         )
 
     def _shape(self, names: tuple[str, ...], route: TaskRoute | None) -> _Shape:
@@ -113,7 +120,7 @@ class RunEvaluator:
             repeated = frozenset(n for n in names if names.count(n) > 1)
             if len(self._shapes) >= _CACHE_LIMIT:
                 self._shapes.clear()
-            shape = self._shapes[key] = _Shape(order, correctness, spurious, validators, repeated)
+            shape = self._shapes[key] = _Shape(order, correctness, spurious, validators, repeated, _streaks(canonical))
         return shape
 
     def _completion(self, run: AgentRun, calls: list[Any]) -> tuple[bool, str]:
@@ -151,15 +158,36 @@ class RunEvaluator:
             if fast is not None and fast(arguments):  # valid: the common case, without jsonschema
                 checked += 1
                 continue
-            try:
-                error = next(iter(validator.iter_errors(arguments)), None)
-            except Exception:  # noqa: BLE001 - a span's own schema can be unusable (bad $ref, recursion)
+            why = self._why_invalid(validator, arguments)
+            if why is _UNUSABLE:
                 continue
             checked += 1
+            if why is not None:
+                invalid.append(f"{record.name}: {why}")
+        return ((checked - len(invalid)) / checked if checked else None), tuple(invalid), tuple(not_captured)
+
+    def _why_invalid(self, validator: Any, arguments: dict[str, Any]) -> Any:
+        """jsonschema's first error for arguments the fast check refused ("path: message"), None if they are
+        valid after all, `_UNUSABLE` if the schema cannot be used. Agents repeat their invalid calls, and
+        jsonschema's error path is ~20 us: results are kept per (schema, arguments) for short arguments."""
+        text = repr(arguments)
+        key = (id(validator), text) if len(text) <= _MAX_KEPT_ARGUMENTS else None
+        if key is not None and key in self._invalid:
+            return self._invalid[key]
+        try:
+            error = next(iter(validator.iter_errors(arguments)), None)
+        except Exception:  # noqa: BLE001 - a span's own schema can be unusable (bad $ref, recursion)
+            why: Any = _UNUSABLE
+        else:
+            why = None
             if error is not None:
                 where = "/".join(map(str, error.absolute_path))
-                invalid.append(f"{record.name}: {where + ': ' if where else ''}{error.message}")
-        return ((checked - len(invalid)) / checked if checked else None), tuple(invalid), tuple(not_captured)
+                why = f"{where + ': ' if where else ''}{error.message}"
+        if key is not None:
+            if len(self._invalid) >= _CACHE_LIMIT:
+                self._invalid.clear()
+            self._invalid[key] = why
+        return why
 
     def _catalog_validator(self, tool: Tool | None) -> Any:
         """The compiled check of a catalog tool's parameters; `_SPAN_SCHEMA` when it has none (the span's own may)."""
@@ -188,6 +216,7 @@ class RunEvaluator:
                 return None
             if len(self._validators) > _CACHE_LIMIT:
                 self._validators.clear()
+                self._invalid.clear()  # keyed by validator id: an id may be reused once a validator is gone
             # An empty registry: a $ref is resolved inside the schema or not at all, never fetched
             # from a host that span content names.
             validator = self._validators[key] = (Draft202012Validator(schema, registry=Registry()), compile_check(schema))
@@ -200,7 +229,9 @@ class RunEvaluator:
             if price is None:
                 unpriced.append(call.model or "unknown")
                 continue
-            total += call.input_tokens / 1000 * price.input_per_1k + call.output_tokens / 1000 * price.output_per_1k
+            cached = min(call.cached_input_tokens, call.input_tokens)  # fresh input at the input price, cached at its own
+            total += ((call.input_tokens - cached) / 1000 * price.input_per_1k + cached / 1000 * price.cached_per_1k
+                      + call.output_tokens / 1000 * price.output_per_1k)
         return total, tuple(unpriced)
 
     def _hallucination_free(self, run: AgentRun) -> float | None:
@@ -266,6 +297,42 @@ def _redundant(calls: list[Any], repeated: frozenset[str]) -> tuple[str, ...]:
         if record.error is None:
             succeeded.add(key)
     return tuple(repeats)
+
+
+def _streaks(names: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """[start, end) of each run of at least LOOP_CALLS consecutive calls of the same tool."""
+    out, start = [], 0
+    for i in range(1, len(names) + 1):
+        if i == len(names) or names[i] != names[start]:
+            if i - start >= LOOP_CALLS:
+                out.append((start, i))
+            start = i
+    return tuple(out)
+
+
+def _loops(calls: list[Any], streaks: tuple[tuple[int, int], ...]) -> tuple[str, ...]:
+    """One tool name per loop: LOOP_CALLS or more consecutive calls of a tool with the same arguments, failed
+    or not (a retry loop is a loop too). A call whose arguments were not captured breaks a loop: unknown
+    arguments are never the same arguments."""
+    loops = []
+    for start, end in streaks:
+        previous, length = None, 0
+        for record in calls[start:end]:
+            arguments = record.arguments
+            key = None
+            if arguments is not None:
+                try:
+                    key = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+                except (ValueError, TypeError, RecursionError):
+                    key = None
+            if key is not None and key == previous:
+                length += 1
+                if length == LOOP_CALLS:
+                    loops.append(record.name)
+            else:
+                length = 1 if key is not None else 0
+            previous = key
+    return tuple(loops)
 
 
 class _Named:

@@ -52,6 +52,7 @@ class RunEvaluation:
     hallucination_free: float | None
     health: float  # 0-100
     arguments_not_captured: tuple[str, ...] = ()  # calls whose spans carry no arguments: left out of argument validity
+    loops: tuple[str, ...] = ()  # one tool name per loop: LOOP_CALLS+ consecutive calls of it with the same captured arguments
 
     @property
     def outcome(self) -> str:

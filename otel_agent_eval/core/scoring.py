@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conventions as c
-from ..config.catalog import Catalog, TaskRoute, Tool
+from ..config.catalog import Catalog, TaskRoute, Thresholds, Tool
 from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
 from .recognize import ToolCallRecord
 
 OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR = "optimal", "acceptable", "suboptimal", "unknown_tool", "error"
 OUTCOMES = (OPTIMAL, ACCEPTABLE, SUBOPTIMAL, UNKNOWN_TOOL, ERROR)
+PASS, WARN, FAIL = "pass", "warn", "fail"
+TOOL_TYPES = frozenset({"function", "extension", "datastore"})  # the GenAI gen_ai.tool.type values
+OTHER_TOOL_TYPE = "_OTHER"  # any other gen_ai.tool.type value: label values stay bounded
+VERDICTS = (PASS, WARN, FAIL)
 UNROUTED = ""  # task label of calls no route matched
 _ROUTE_CACHE_LIMIT = 4096
 _MISS = object()
@@ -47,8 +51,8 @@ class StaticScore:
     threshold: float
     cost_usd: float
     excess_cost_usd: float
-    expected_latency_s: float | None
-    optimal_latency_s: float | None
+    expected_latency_s: float | None  # the catalog's latency of this tool (None when unknown)
+    optimal_latency_s: float | None  # the catalog's latency of the task's optimal tool: what excess latency is measured from
     latency_slo_s: float | None
     reason: str
 
@@ -57,16 +61,17 @@ class CallScore:
     """A scored call: the static part plus what was observed on this span (a plain slotted class:
     one is built per tool span, and a frozen dataclass costs four times as much to build)."""
 
-    __slots__ = ("static", "outcome", "duration_s", "excess_latency_s", "slo_exceeded", "error_type")
+    __slots__ = ("static", "outcome", "duration_s", "excess_latency_s", "slo_exceeded", "error_type", "tool_type")
 
     def __init__(self, static: StaticScore, outcome: str, duration_s: float | None, excess_latency_s: float,
-                 slo_exceeded: bool, error_type: str | None = None) -> None:
+                 slo_exceeded: bool, error_type: str | None = None, tool_type: str = "") -> None:
         self.static = static
         self.outcome = outcome
         self.duration_s = duration_s
         self.excess_latency_s = excess_latency_s
         self.slo_exceeded = slo_exceeded
         self.error_type = error_type
+        self.tool_type = tool_type  # GenAI gen_ai.tool.type as a label value: function, extension, datastore, _OTHER or ""
 
     @property
     def passed(self) -> bool:
@@ -164,14 +169,20 @@ class Scorer:
         return static
 
     def score(self, record: ToolCallRecord, route: TaskRoute | None) -> CallScore:
+        """The call's score: the catalog-fixed part, plus what this span observed. Excess latency is the
+        observed duration beyond the catalog's expected latency of the task's optimal tool, for every
+        call (the optimal tool's own included); the efficiency score compares catalog latencies only."""
         static = self.static_score(record.name, route)
         duration = record.duration_s
         outcome = ERROR if record.error is not None else static.outcome
-        excess_latency = 0.0
-        if duration is not None and static.optimal_latency_s is not None and static.tool != static.optimal_tool:
-            excess_latency = max(0.0, duration - static.optimal_latency_s)
+        optimal_latency = static.optimal_latency_s
+        excess_latency = duration - optimal_latency if duration is not None and optimal_latency is not None else 0.0
+        if excess_latency < 0.0:
+            excess_latency = 0.0
         slo_exceeded = duration is not None and static.latency_slo_s is not None and duration > static.latency_slo_s
-        return CallScore(static, outcome, duration, excess_latency, slo_exceeded, record.error)
+        raw_type = record.tool_type
+        tool_type = "" if raw_type is None else raw_type if raw_type in TOOL_TYPES else OTHER_TOOL_TYPE
+        return CallScore(static, outcome, duration, excess_latency, slo_exceeded, record.error, tool_type)
 
     def _score_known(self, route: TaskRoute | None, tool: Tool) -> StaticScore:
         if route is None:  # unrouted: generous, the best score over the tool's capabilities
@@ -187,7 +198,7 @@ class Scorer:
     def _find_optimal(self, route: TaskRoute) -> Tool | None:
         """The route's `optimal_tool`, else the best by profile among the capable tools that fit the
         route's complexity best: a cheaper tool of the wrong tier is not the optimal pick (it would
-        score `optimal` with verdict `fail` and the fitting tool `suboptimal`)."""
+        score `optimal` and the fitting tool `suboptimal`)."""
         named = self.catalog.tool(route.optimal_tool)
         if named is not None:
             return named
@@ -216,13 +227,8 @@ class Scorer:
         capable = route is None or _can_serve(route, tool)
         if not capable:  # cheaper or faster is no merit in a tool that cannot do the task
             efficiency = 0.0
-        verdict = self.thresholds.verdict(efficiency)
-        if tool.name == optimal.name:
-            outcome = OPTIMAL
-        elif (route is not None and tool.name in route.acceptable_tools) or verdict == "pass":
-            outcome = ACCEPTABLE
-        else:
-            outcome = SUBOPTIMAL
+        outcome, verdict = choice_of(tool.name == optimal.name, route is not None and tool.name in route.acceptable_tools,
+                                     efficiency, self.thresholds)
         reason = selection_reason(outcome, tool.name, optimal.name, cost, latency)
         mismatch = complexity_mismatch(route.complexity, tool.complexity) if fit is not None else None
         if mismatch:
@@ -257,11 +263,28 @@ class Scorer:
             tool=name, task=route.name if route else UNROUTED, profile=profile.name,
             optimal_tool=optimal.name if optimal else "", known=False,
             cost_score=0.0, latency_score=0.0, complexity_score=0.0 if route and route.complexity else None,
-            efficiency=0.0, outcome=UNKNOWN_TOOL, verdict=self.thresholds.verdict(0.0), threshold=self.thresholds.fail,
+            efficiency=0.0, outcome=UNKNOWN_TOOL, verdict=FAIL, threshold=self.thresholds.fail,
             cost_usd=0.0, excess_cost_usd=0.0, expected_latency_s=None,
             optimal_latency_s=optimal.latency_ms / 1000 if optimal else None, latency_slo_s=None,
             reason=f"Unknown tool '{name}': not in the catalog {self.catalog.source}.",
         )
+
+
+def choice_of(is_optimal: bool, listed_acceptable: bool, efficiency: float, thresholds: Thresholds) -> tuple[str, str]:
+    """(outcome, verdict) of choosing a catalog tool: one ladder, so the two labels never disagree.
+
+    The verdict judges the *choice of tool* in this environment: `pass` for the task's optimal
+    tool, a tool the route lists in `acceptable_tools`, or any tool whose efficiency reaches the
+    environment's `warn` level (outcome `optimal` or `acceptable`); otherwise the choice is
+    `suboptimal`, with verdict `warn` when its efficiency still reaches the `fail` level and
+    `fail` below it. Unknown tools are `unknown_tool` with verdict `fail`. A call that then
+    fails keeps its choice's verdict and gets outcome `error` (`Scorer.score`).
+    """
+    if is_optimal:
+        return OPTIMAL, PASS
+    if listed_acceptable or efficiency >= thresholds.warn:
+        return ACCEPTABLE, PASS
+    return SUBOPTIMAL, WARN if efficiency >= thresholds.fail else FAIL
 
 
 class _RouteIndex:

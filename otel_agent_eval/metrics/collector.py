@@ -73,7 +73,7 @@ class _Series:
 class _RunSeries:
     """Accumulators for the runs of one (agent, task) pair."""
 
-    __slots__ = ("outcomes", "duration", "cost", "calls", "correctness", "health", "redundant", "spurious", "over_budget")
+    __slots__ = ("outcomes", "duration", "cost", "calls", "correctness", "health", "redundant", "spurious", "over_budget", "loops")
 
     def __init__(self) -> None:
         self.outcomes: Counter[str] = Counter()
@@ -85,6 +85,7 @@ class _RunSeries:
         self.redundant: Counter[str] = Counter()
         self.spurious: Counter[str] = Counter()
         self.over_budget = 0
+        self.loops: Counter[str] = Counter()
 
     def copy(self) -> _RunSeries:
         other = _RunSeries.__new__(_RunSeries)
@@ -109,7 +110,7 @@ class EvalMetrics:
     ) -> None:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], _Series] = {}
-        self._durations: dict[tuple[str, str], BucketCounts] = {}  # by (tool, error_type): the fleet's latency
+        self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
         self._max_samples = max_samples
@@ -150,7 +151,7 @@ class EvalMetrics:
         """The families this collector exposes, empty: how a registry detects a second registration."""
         specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
                  n.TOOL_DURATION, n.TOOL_LATENCY, n.RUNS, *n.RUN_HISTOGRAMS.values(), n.RUN_REDUNDANT, n.RUN_SPURIOUS,
-                 n.RUN_OVER_BUDGET, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
+                 n.RUN_OVER_BUDGET, n.RUN_LOOPS, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
                  n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK)
         yield from (family(spec, window=self._window_s) for spec in specs)
         yield from (CounterMetricFamily(n.SELF_PREFIX + name, doc) for name, doc in n.SELF_COUNTERS.items())
@@ -205,7 +206,7 @@ class EvalMetrics:
             series.calls[calls_key] = count + 1
             if duration is not None:
                 error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
-                duration_key = (static.tool, error_type)
+                duration_key = (static.tool, score.tool_type, error_type)
                 hist = self._durations.get(duration_key)
                 if hist is None:
                     duration_key, hist = self._new_duration(duration_key)
@@ -238,13 +239,15 @@ class EvalMetrics:
             series.health.observe(evaluation.health, trace_id)
             redundant = [self._run_tool_label(tool, series.redundant) for tool in evaluation.redundant_calls]
             spurious = [self._run_tool_label(tool, series.spurious) for tool in evaluation.spurious_calls]
+            loops = [self._run_tool_label(tool, series.loops) for tool in evaluation.loops] if evaluation.loops else []
             series.redundant.update(redundant)
             series.spurious.update(spurious)
+            series.loops.update(loops)
             series.over_budget += evaluation.over_budget
             self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
             self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
-            self.mirror.record_run(run, key, redundant, spurious)
+            self.mirror.record_run(run, key, redundant, spurious, loops)
 
     def _tool_label(self, tool: str, *, count: bool = True) -> str:
         if tool in self._known_tools:
@@ -267,7 +270,7 @@ class EvalMetrics:
 
     # -- new label sets: charged to the sample budget, or folded into _other_ -----------
 
-    def _labelled(self, table: dict[tuple[str, str], Any], labels: tuple[str, str], samples: int,
+    def _labelled(self, table: dict[tuple[str, ...], Any], labels: tuple[str, ...], samples: int,
                   other: tuple[str, str], make: Callable[[tuple[str, str]], Any]) -> tuple[tuple[str, str], Any]:
         """`table[labels]`, made if its `samples` fit the budget; else `table[other]`, always admitted."""
         found = table.get(labels)
@@ -308,13 +311,15 @@ class EvalMetrics:
         series.dimensions.update(dimensions)
         return series
 
-    def _new_duration(self, key: tuple[str, str]) -> tuple[tuple[str, str], BucketCounts]:
-        """The (tool, error_type) histogram of a call: error types capped per tool, then the budget."""
+    def _new_duration(self, key: tuple[str, str, str]) -> tuple[tuple[str, str, str], BucketCounts]:
+        """The (tool, tool type, error_type) histogram of a call: error types capped per tool, then the budget.
+        A tool has one type (a few at most, from a bounded set), so the type adds no series in practice."""
         tool = self._tool_label(key[0], count=False)  # the call's series already counted a folded name
-        error_type = label_text(key[1])
-        if (tool, error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
+        error_type = label_text(key[2])
+        if (tool, key[1], error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
             error_type = "_OTHER"
-        return self._labelled(self._durations, (tool, error_type), b.DURATION, (OTHER, "_OTHER"), self._make_duration)
+        return self._labelled(self._durations, (tool, key[1], error_type), b.DURATION, (OTHER, "", "_OTHER"),
+                              self._make_duration)
 
     def _make_duration(self, labels: tuple[str, str]) -> BucketCounts:
         self._error_types[labels[0]] += 1
@@ -324,7 +329,7 @@ class EvalMetrics:
         return self._labelled(self._runs, key, b.RUN, _OTHER_PAIR, lambda _: _RunSeries())
 
     def _run_tool_label(self, tool: str, counts: Counter[str]) -> str:
-        """A tool label of a run counter (redundant, spurious calls): one sample each, within the budget."""
+        """A tool label of a run counter (redundant, spurious calls, loops): one sample each, within the budget."""
         label = self._tool_label(tool)
         if label in counts:
             return label
@@ -359,7 +364,7 @@ class EvalMetrics:
         fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
         yield fallback
 
-    def _tool_families(self, tools: list[tuple[Any, ...]], durations: list[tuple[tuple[str, str], BucketCounts]]) -> Iterator[Metric]:
+    def _tool_families(self, tools: list[tuple[Any, ...]], durations: list[tuple[tuple[str, str, str], BucketCounts]]) -> Iterator[Metric]:
         calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)
         excess_latency, slo, scores = family(n.TOOL_EXCESS_LATENCY), family(n.TOOL_SLO_VIOLATIONS), family(n.TOOL_EFFICIENCY)
         duration, latency = family(n.TOOL_DURATION), family(n.TOOL_LATENCY, window=self._window_s)
@@ -392,8 +397,8 @@ class EvalMetrics:
                 latency.add_sample(n.TOOL_LATENCY.name, {**labels, "quantile": str(q)}, value)
             latency.add_sample(n.TOOL_LATENCY.name + "_count", labels, snap.total_count)
             latency.add_sample(n.TOOL_LATENCY.name + "_sum", labels, snap.total_sum)
-        for (tool, error_type), hist in durations:
-            duration.add_metric([tool, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+        for (tool, tool_type, error_type), hist in durations:
+            duration.add_metric([tool, tool_type, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
@@ -416,6 +421,7 @@ class EvalMetrics:
 
 def _run_families(runs: list[tuple[tuple[str, str], _RunSeries]]) -> Iterator[Metric]:
     outcomes, redundant, spurious, over_budget = family(n.RUNS), family(n.RUN_REDUNDANT), family(n.RUN_SPURIOUS), family(n.RUN_OVER_BUDGET)
+    loops = family(n.RUN_LOOPS)
     histograms = {field: family(spec) for field, spec in n.RUN_HISTOGRAMS.items()}
     for (agent, task), series in runs:
         for outcome, count in series.outcomes.items():
@@ -428,8 +434,10 @@ def _run_families(runs: list[tuple[tuple[str, str], _RunSeries]]) -> Iterator[Me
             redundant.add_metric([agent, task, tool], count)
         for tool, count in series.spurious.items():
             spurious.add_metric([agent, task, tool], count)
+        for tool, count in series.loops.items():
+            loops.add_metric([agent, task, tool], count)
         over_budget.add_metric([agent, task], series.over_budget)
-    yield from (outcomes, *histograms.values(), redundant, spurious, over_budget)
+    yield from (outcomes, *histograms.values(), redundant, spurious, over_budget, loops)
 
 
 def _dimensions(static: StaticScore) -> list[tuple[str, float]]:

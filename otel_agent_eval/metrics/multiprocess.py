@@ -71,11 +71,12 @@ class MultiprocessMirror:
         self.runs, self.run_duration, self.run_cost = _metric(n.RUNS), _metric(n.RUN_DURATION), _metric(n.RUN_COST)
         self.run_calls, self.correctness, self.health = _metric(n.RUN_TOOL_CALLS), _metric(n.RUN_CORRECTNESS), _metric(n.RUN_HEALTH)
         self.redundant, self.spurious, self.over_budget = _metric(n.RUN_REDUNDANT), _metric(n.RUN_SPURIOUS), _metric(n.RUN_OVER_BUDGET)
+        self.loops = _metric(n.RUN_LOOPS)
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
 
     def record(self, score: CallScore, labels: tuple[str, str], duration_labels: tuple[str, str] | None) -> None:
-        """One call, under the labels the in-process collector chose: (tool, agent) and (tool, error_type)."""
+        """One call, under the labels the in-process collector chose: (tool, agent) and (tool, tool type, error_type)."""
         tool, agent = labels
         static = score.static
         self.calls.labels(tool, agent, static.task, score.outcome, static.verdict, static.optimal_tool).inc()
@@ -92,7 +93,8 @@ class MultiprocessMirror:
             self.slo.labels(tool, agent).inc(1 if score.slo_exceeded else 0)
         self.self_counters["spans_scored"].inc()
 
-    def record_run(self, run: Any, labels: tuple[str, str], redundant: list[str], spurious: list[str]) -> None:
+    def record_run(self, run: Any, labels: tuple[str, str], redundant: list[str], spurious: list[str],
+                   loops: list[str] = ()) -> None:
         e = run.evaluation
         self.runs.labels(*labels, e.outcome).inc()
         if e.duration_s is not None:
@@ -106,6 +108,8 @@ class MultiprocessMirror:
             self.redundant.labels(*labels, tool).inc()
         for tool in spurious:
             self.spurious.labels(*labels, tool).inc()
+        for tool in loops:
+            self.loops.labels(*labels, tool).inc()
         self.over_budget.labels(*labels).inc(1 if e.over_budget else 0)
 
     def count(self, name: str, n: int) -> None:

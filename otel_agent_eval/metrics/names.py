@@ -12,6 +12,7 @@ from typing import NamedTuple
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S
 
 TOOL, AGENT = "gen_ai_tool_name", "gen_ai_agent_name"
+TOOL_TYPE = "gen_ai_tool_type"  # GenAI gen_ai.tool.type: function, extension, datastore ("" when the span has none)
 OTHER = "_other_"  # label value that absorbs names past the cardinality caps
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, math.inf)
 CALL_COUNT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100, math.inf)
@@ -42,7 +43,7 @@ TOOL_COST = Spec("agent_eval_tool_cost_usd", "counter", "Catalog cost of the too
 TOOL_EXCESS_COST = Spec("agent_eval_tool_excess_cost_usd", "counter",
                         "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.", (TOOL, AGENT, "optimal_tool"))
 TOOL_EXCESS_LATENCY = Spec("agent_eval_tool_excess_latency_seconds", "counter",
-                           "Observed duration beyond the optimal tool's expected latency.", (TOOL, AGENT))
+                           "Observed duration beyond the catalog's expected latency of the task's optimal tool (every call, the optimal tool's too).", (TOOL, AGENT))
 TOOL_SLO_VIOLATIONS = Spec("agent_eval_tool_slo_violations", "counter", "Tool calls slower than the tool's catalog latency SLO.", (TOOL, AGENT))
 TOOL_EFFICIENCY = Spec("agent_eval_tool_efficiency_score", "histogram",
                        "Per-call efficiency score and its cost, latency and complexity components (0-1).",
@@ -50,7 +51,7 @@ TOOL_EFFICIENCY = Spec("agent_eval_tool_efficiency_score", "histogram",
 # The full-resolution latency histogram is per tool, not per agent: it answers the fleet's p99 per
 # tool (154 buckets per series); per-agent latency is in the summary and the excess-latency counter.
 TOOL_DURATION = Spec("gen_ai_execute_tool_duration_seconds", "histogram", "Duration of tool executions (GenAI semantic conventions).",
-                     (TOOL, "error_type"), DURATION_BUCKETS_S)
+                     (TOOL, TOOL_TYPE, "error_type"), DURATION_BUCKETS_S)
 TOOL_LATENCY = Spec("agent_eval_tool_latency_seconds", "summary", "Tool call duration; quantiles over the last {window:g} s.", (TOOL, AGENT))
 
 # Per agent run, labelled by agent and task.
@@ -68,6 +69,8 @@ RUN_REDUNDANT = Spec("agent_eval_redundant_tool_calls", "counter", "Repeated cal
                      (*_RUN, TOOL))
 RUN_SPURIOUS = Spec("agent_eval_spurious_tool_calls", "counter", "Calls of tools outside the task's expected and acceptable tools.",
                     (*_RUN, TOOL))
+RUN_LOOPS = Spec("agent_eval_tool_call_loops", "counter",
+                 "Loops in agent runs: 3 or more consecutive calls of a tool with the same captured arguments.", (*_RUN, TOOL))
 RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN)
 # The run histograms, by the field of the accumulator that feeds each.
 RUN_HISTOGRAMS = {"duration": RUN_DURATION, "cost": RUN_COST, "calls": RUN_TOOL_CALLS, "correctness": RUN_CORRECTNESS,

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
 from ..core.pipeline import NoSink, Pipeline
-from ..core.recognize import ToolCallRecord, agent_name_of, attribute_dict
+from ..core.recognize import ToolCallRecord, agent_at_start, attribute_dict
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
 from ..otel.wiring import build_pipeline
@@ -158,12 +158,12 @@ class RecordedClock:
 
 
 def agent_start_reader(pipeline: Pipeline) -> Callable[[ReadableSpan], str | None]:
-    """The agent name an agent span announces when it starts, as the processor's `on_start` reads it."""
+    """The agent name an agent span announces when it starts, by the processor's `on_start` rule (`agent_at_start`)."""
     is_typed = pipeline.is_typed
 
     def agent_of(span: ReadableSpan) -> str | None:
         attrs = attribute_dict(span)
-        return agent_name_of(attrs, span.name) if is_typed(attrs) else None
+        return agent_at_start(attrs, span.name, is_typed(attrs))
 
     return agent_of
 

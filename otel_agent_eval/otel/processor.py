@@ -24,7 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..core.pipeline import Pipeline
-from ..core.recognize import agent_name_of, attribute_dict, convention_of
+from ..core.recognize import agent_at_start, attribute_dict, convention_of
 from .handoff import DEFAULT_LIMIT, SpanQueue
 from .reload import reload_catalog
 from .wiring import build_pipeline
@@ -112,11 +112,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             attrs = attribute_dict(span)
-            if self.pipeline.is_typed(attrs):
-                name = agent_name_of(attrs, span.name)
-                if name is not None:
-                    self._active[span.context.trace_id] = None
-                    self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
+            name = agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs))
+            if name is not None:
+                self._active[span.context.trace_id] = None
+                self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_start", exc)
         if self.forward_to is not None:

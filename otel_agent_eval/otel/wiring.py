@@ -64,6 +64,8 @@ def build_pipeline(
     drop_tool_io: bool = False,
     sees_starts: bool = True,
     clock: Callable[[], float] = time.monotonic,
+    evaluation_events: str = "span",
+    logger_provider: Any = None,
 ) -> tuple[Pipeline, EvalMetrics]:
     """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None)."""
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
@@ -75,7 +77,8 @@ def build_pipeline(
     pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
                         run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
                         on_run=on_run, max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run,
-                        run_ttl_s=run_ttl_s, sees_starts=sees_starts, clock=clock)
+                        run_ttl_s=run_ttl_s, sees_starts=sees_starts, clock=clock, evaluation_events=evaluation_events,
+                        logger_provider=logger_provider)
     metrics.closed_early = pipeline.runs.closed_early
     return pipeline, metrics
 
@@ -91,6 +94,7 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
         environment=_known(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
         enrich=settings.enrich, window_s=settings.window_seconds, max_unknown_tools=settings.max_unknown_tools,
         max_agents=settings.max_agents, max_samples=settings.max_samples, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
+        evaluation_events=settings.evaluation_events,
     )
     options.update(explicit)
     return options
