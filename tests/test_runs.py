@@ -296,3 +296,20 @@ def test_a_wrapper_agent_seen_only_at_its_end_is_no_run_of_its_own():
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "local_index"}).end()
     provider.shutdown()
     assert [(r.agent, len(r.tool_calls)) for r in runs] == [("support_agent", 1)]
+
+
+def test_agent_runs_also_feed_the_genai_agent_metrics():
+    """gen_ai.invoke_agent.duration / .tool_calls / .inference_calls, with the conventions' buckets, for runs
+    rooted at an agent span; a trace without one is no agent invocation."""
+    app = App()
+    app.agent("support_agent", lambda: (app.chat(), app.tool("local_index"), app.chat(), app.tool("web_search")))
+    with app.tracer.start_as_current_span("handle_request"):
+        app.tool("local_index")
+    labels = {"gen_ai_agent_name": "support_agent", "task": "faq"}
+    assert app.sample("gen_ai_invoke_agent_tool_calls_sum", **labels) == 2
+    assert app.sample("gen_ai_invoke_agent_inference_calls_sum", **labels) == 2
+    assert app.sample("gen_ai_invoke_agent_inference_calls_bucket", **labels, le="2.0") == 1
+    assert app.sample("gen_ai_invoke_agent_duration_seconds_count", **labels) == 1
+    assert app.sample("gen_ai_invoke_agent_duration_seconds_bucket", **labels, le="409.6") == 1
+    assert app.sample("agent_eval_run_tool_calls_count", gen_ai_agent_name="", task="") == 1  # the trace run
+    assert app.sample("gen_ai_invoke_agent_tool_calls_count", gen_ai_agent_name="", task="") is None

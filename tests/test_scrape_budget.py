@@ -68,7 +68,7 @@ def test_a_flood_of_names_stays_within_the_budget_and_every_call_is_counted(caps
 
 
 def test_label_sets_are_admitted_in_arrival_order_and_folded_stably_past_the_budget():
-    app = App(background=False, max_samples=2_000)
+    app = App(background=False, max_samples=4_000)
     for round_ in range(2):  # the same traffic twice: every call lands where it landed the first time
         for i in range(40):
             root = app.tracer.start_span("invoke_agent", attributes=agent_attrs(f"agent-{i}"))
@@ -84,7 +84,7 @@ def test_label_sets_are_admitted_in_arrival_order_and_folded_stably_past_the_bud
         assert 0 < len(admitted) < 40
         assert all(by_agent[a] == round_ + 1 for a in admitted)
         assert by_agent["_other_"] == (40 - len(admitted)) * (round_ + 1)
-    assert _scored_samples(app) <= app.processor.metrics.budget.used <= 2_000
+    assert _scored_samples(app) <= app.processor.metrics.budget.used <= 4_000
     # The fleet's latency histogram is per tool, not per agent: it kept its label.
     assert app.series("gen_ai_execute_tool_duration_seconds_count") == {
         (("error_type", ""), ("gen_ai_tool_name", "local_index"), ("gen_ai_tool_type", "")): 80}

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..config.catalog import Catalog
+from ..core.runs import AGENT_RUN
 from ..core.scoring import CallScore, StaticScore
 from . import budget as b
 from . import names as n
@@ -73,7 +74,8 @@ class _Series:
 class _RunSeries:
     """Accumulators for the runs of one (agent, task) pair."""
 
-    __slots__ = ("outcomes", "duration", "cost", "calls", "correctness", "health", "redundant", "spurious", "over_budget", "loops")
+    __slots__ = ("outcomes", "duration", "cost", "calls", "correctness", "health", "redundant", "spurious", "over_budget", "loops",
+                 "agent_duration", "agent_tool_calls", "agent_inference_calls")
 
     def __init__(self) -> None:
         self.outcomes: Counter[str] = Counter()
@@ -86,6 +88,9 @@ class _RunSeries:
         self.spurious: Counter[str] = Counter()
         self.over_budget = 0
         self.loops: Counter[str] = Counter()
+        self.agent_duration = BucketCounts(n.GENAI_AGENT_DURATION_BUCKETS)
+        self.agent_tool_calls = BucketCounts(n.GENAI_AGENT_CALL_BUCKETS)
+        self.agent_inference_calls = BucketCounts(n.GENAI_AGENT_CALL_BUCKETS)
 
     def copy(self) -> _RunSeries:
         other = _RunSeries.__new__(_RunSeries)
@@ -237,6 +242,11 @@ class EvalMetrics:
             if evaluation.tool_correctness is not None:
                 series.correctness.observe(evaluation.tool_correctness)
             series.health.observe(evaluation.health, trace_id)
+            if run.kind == AGENT_RUN:  # an invoke_agent operation, as the GenAI agent metrics count them
+                if evaluation.duration_s is not None:
+                    series.agent_duration.observe(evaluation.duration_s, trace_id)
+                series.agent_tool_calls.observe(len(run.tool_calls) + run.calls_dropped)
+                series.agent_inference_calls.observe(len(run.llm_calls))
             redundant = [self._run_tool_label(tool, series.redundant) for tool in evaluation.redundant_calls]
             spurious = [self._run_tool_label(tool, series.spurious) for tool in evaluation.spurious_calls]
             loops = [self._run_tool_label(tool, series.loops) for tool in evaluation.loops] if evaluation.loops else []

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import Metric
 
+from ..core.runs import AGENT_RUN
 from . import names as n
 from .families import catalog_families
 
@@ -70,6 +71,8 @@ class MultiprocessMirror:
         self.duration, self.scores = _metric(n.TOOL_DURATION), _metric(n.TOOL_EFFICIENCY)
         self.runs, self.run_duration, self.run_cost = _metric(n.RUNS), _metric(n.RUN_DURATION), _metric(n.RUN_COST)
         self.run_calls, self.correctness, self.health = _metric(n.RUN_TOOL_CALLS), _metric(n.RUN_CORRECTNESS), _metric(n.RUN_HEALTH)
+        self.agent_duration, self.agent_tool_calls = _metric(n.AGENT_DURATION), _metric(n.AGENT_TOOL_CALLS)
+        self.agent_inference_calls = _metric(n.AGENT_INFERENCE_CALLS)
         self.redundant, self.spurious, self.over_budget = _metric(n.RUN_REDUNDANT), _metric(n.RUN_SPURIOUS), _metric(n.RUN_OVER_BUDGET)
         self.loops = _metric(n.RUN_LOOPS)
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
@@ -104,6 +107,11 @@ class MultiprocessMirror:
         if e.tool_correctness is not None:
             self.correctness.labels(*labels).observe(e.tool_correctness)
         self.health.labels(*labels).observe(e.health)
+        if run.kind == AGENT_RUN:
+            if e.duration_s is not None:
+                self.agent_duration.labels(*labels).observe(e.duration_s)
+            self.agent_tool_calls.labels(*labels).observe(len(run.tool_calls) + run.calls_dropped)
+            self.agent_inference_calls.labels(*labels).observe(len(run.llm_calls))
         for tool in redundant:
             self.redundant.labels(*labels, tool).inc()
         for tool in spurious:

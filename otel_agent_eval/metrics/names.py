@@ -72,9 +72,20 @@ RUN_SPURIOUS = Spec("agent_eval_spurious_tool_calls", "counter", "Calls of tools
 RUN_LOOPS = Spec("agent_eval_tool_call_loops", "counter",
                  "Loops in agent runs: 3 or more consecutive calls of a tool with the same captured arguments.", (*_RUN, TOOL))
 RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN)
+# The GenAI semantic conventions' agent metrics (gen_ai.invoke_agent.*, with their bucket advice), for runs
+# rooted at an agent span; labelled by agent and task like the run metrics above.
+GENAI_AGENT_DURATION_BUCKETS = (*(0.1 * 2**i for i in range(13)), math.inf)  # 0.1 ... 409.6 s
+GENAI_AGENT_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, math.inf)
+AGENT_DURATION = Spec("gen_ai_invoke_agent_duration_seconds", "histogram",
+                      "Duration of agent invocations (GenAI semantic conventions).", _RUN, GENAI_AGENT_DURATION_BUCKETS)
+AGENT_TOOL_CALLS = Spec("gen_ai_invoke_agent_tool_calls", "histogram",
+                        "Tool calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS)
+AGENT_INFERENCE_CALLS = Spec("gen_ai_invoke_agent_inference_calls", "histogram",
+                             "Model calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS)
 # The run histograms, by the field of the accumulator that feeds each.
 RUN_HISTOGRAMS = {"duration": RUN_DURATION, "cost": RUN_COST, "calls": RUN_TOOL_CALLS, "correctness": RUN_CORRECTNESS,
-                  "health": RUN_HEALTH}
+                  "health": RUN_HEALTH, "agent_duration": AGENT_DURATION, "agent_tool_calls": AGENT_TOOL_CALLS,
+                  "agent_inference_calls": AGENT_INFERENCE_CALLS}
 
 # Figures from the catalog, so alerts and dashboards can compare against them.
 TOOL_EXPECTED_LATENCY = Spec("agent_eval_tool_expected_latency_seconds", "gauge", "Expected latency of each tool, from the catalog.", (TOOL,))
