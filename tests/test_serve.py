@@ -16,7 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -35,6 +37,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import HttpReceiver, running_receiver
 from prometheus_client import CollectorRegistry
 
+import otel_agent_eval.config
 from otel_agent_eval.config.settings import Settings
 from otel_agent_eval.core import conventions as c
 from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
@@ -377,11 +380,11 @@ def test_empty_requests_are_fine_and_health_follows_shutdown() -> None:
 
 # -- the command: a real process, SIGTERM drains; bad arguments in one line -------------------------------
 
-def start_cli(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+def start_cli(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], dict[str, str]]:
     process = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0",
                                 "--http-port", "0", "--metrics-port", "0", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
+                               env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", **(env or {})})
     line = process.stdout.readline()
     assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
     parts = dict(part.split(" on ", 1) for part in line.split(": ", 1)[1].split(", ") if " on " in part)
@@ -490,3 +493,31 @@ def test_chunked_bodies_are_read_within_the_limit_and_bad_framing_is_counted() -
         assert value("agent_eval_serve_requests_total", {"transport": "http", "answer": "invalid"}) == 4
     finally:
         svc.stop()
+
+
+def test_sighup_reloads_the_catalog_and_the_service_goes_on(tmp_path) -> None:
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text((Path(otel_agent_eval.config.__file__).parent / "default_catalog.yaml").read_text())
+    process, where = start_cli(env={"OTEL_AGENT_EVAL_CATALOG": str(catalog), "OTEL_AGENT_EVAL_RELOAD_ON_SIGHUP": "true"})
+    try:
+        metrics_url = where["metrics"]
+
+        def reloads() -> float:
+            text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+            return next((float(line.split()[-1]) for line in text.splitlines()
+                         if line.startswith("agent_eval_processor_catalog_reloads_total ")), 0.0)
+
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while reloads() < 1 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert process.poll() is None and reloads() == 1
+        exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=5)
+        assert exporter.export(_spans(2)) is SpanExportResult.SUCCESS  # still serving
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

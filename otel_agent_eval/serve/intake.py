@@ -8,9 +8,9 @@ file (time order, agent starts as hints) through a `Pipeline` built with
 `sees_starts=False`, and hands what the core returns to `forward`; a `forward` that blocks
 (the next hop is slow) fills this queue and the receivers answer "retry later".
 
-One consumer sees every trace, which run assembly needs. A sharded intake later (a worker
-per trace-id range, as the Collector's loadbalancing exporter routes) keeps this
-interface: `offer`, `has_room`, `drain`, `stop`.
+One consumer sees every trace, which run assembly needs. With `serve --workers N`
+(`workers.py`) each worker process runs its own `Intake` and sees every trace whose id
+is its own (trace_id % N), so that still holds per worker.
 
     >>> intake = Intake(pipeline, forward=forwarder.put, limit=8192)
     >>> intake.offer(spans)   # False: full, answer 429 / RESOURCE_EXHAUSTED
@@ -53,6 +53,7 @@ class Intake:
         self._added = 0  # batches admitted
         self._changed = threading.Condition()
         self._stopping = False
+        self.on_done: Callable[[int], object] | None = None  # after each batch, with its span count (`serve --workers`)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
         self._worker.start()
 
@@ -118,6 +119,11 @@ class Intake:
                 self._queued -= len(batch)
                 self._taken += 1
                 self._changed.notify_all()
+            if self.on_done is not None:
+                try:
+                    self.on_done(len(batch))
+                except Exception:  # noqa: BLE001 - a report that fails must not stop the evaluation
+                    logger.exception("otel-agent-eval serve: reporting an evaluated batch failed")
 
     def _evaluate(self, batch: list[ReadableSpan]) -> None:
         pipeline, seen, out = self.pipeline, self._on_seen, []

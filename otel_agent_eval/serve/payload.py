@@ -53,13 +53,19 @@ def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *,
 
     Raises `PayloadError` (or its `TooLarge`, `Unsupported`) when the request as a whole cannot be read.
     """
-    kind = media_type(content_type)
-    if kind not in (PROTOBUF, JSON):
-        raise Unsupported(f"unsupported Content-Type {content_type[:60]!r}: send {PROTOBUF} or {JSON}")
-    data = decompressed(body, encoding, limit)
+    kind, data = checked_body(body, content_type, encoding, limit=limit)
     if kind == PROTOBUF:
         return protobuf_spans(data)
     return json_spans(data)
+
+
+def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
+                 limit: int = MAX_REQUEST_BYTES) -> tuple[str, bytes]:
+    """The media type (PROTOBUF or JSON) and the inflated body; `PayloadError` (`TooLarge`, `Unsupported`) if refused."""
+    kind = media_type(content_type)
+    if kind not in (PROTOBUF, JSON):
+        raise Unsupported(f"unsupported Content-Type {content_type[:60]!r}: send {PROTOBUF} or {JSON}")
+    return kind, decompressed(body, encoding, limit)
 
 
 def protobuf_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:

@@ -33,6 +33,7 @@ class ServeMetrics:
         self._requests: Counter[tuple[str, str]] = Counter()
         self._forwarded: Counter[str] = Counter()
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        self.on_forwarded: Callable[[str, int], object] | None = None  # a `serve --workers` worker reports to its parent
         if registry is not None:
             registry.register(self)
 
@@ -49,6 +50,8 @@ class ServeMetrics:
         if n:
             with self._lock:
                 self._forwarded[outcome] += n
+            if self.on_forwarded is not None:
+                self.on_forwarded(outcome, n)
 
     def span_count(self, outcome: str) -> int:
         """Spans with this outcome over both transports (for tests and the shutdown log)."""

@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
+from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
 from .auth import BearerToken
 from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
@@ -113,6 +114,10 @@ class Service:
 
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         self._closers.append(close)
+
+    def reload_catalog(self, catalog: PathLike | None = None) -> bool:
+        """Swap in the catalog at `catalog` (SIGHUP and the file watch call this); a broken one is refused, logged."""
+        return reload_catalog(self.pipeline, catalog)
 
     @property
     def ready(self) -> bool:

@@ -63,6 +63,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-request-mib", type=float, default=4.0, metavar="MIB", help="largest request body, also inflated (default 4)")
     parser.add_argument("--forward-delay", type=float, default=1.0, metavar="SECONDS",
                         help="longest wait to fill a batch for the next hop (default 1)")
+    parser.add_argument("--workers", default="1", metavar="N",
+                        help="evaluation processes, traces routed to them by trace id (default 1: this process evaluates)")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -83,6 +85,10 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"serve: --queue-spans must be at least 1 (got {args.queue_spans})")
     if not 0 < args.max_request_mib <= 1024:
         raise ValueError(f"serve: --max-request-mib must be above 0 and at most 1024 (got {args.max_request_mib:g})")
+    workers = _workers(args.workers)
+    queue_spans = args.queue_spans or DEFAULT_QUEUE_SPANS
+    if queue_spans < workers:
+        raise ValueError(f"serve: --queue-spans ({queue_spans}) must be at least --workers ({workers}): each worker holds its share")
     tls = None
     if args.tls_cert_file or args.tls_key_file:
         if not (args.tls_cert_file and args.tls_key_file):
@@ -112,10 +118,15 @@ def run_serve(args: argparse.Namespace) -> int:
         tls=tls,
         bearer_token=read_token_file(args.bearer_token_file) if args.bearer_token_file else None,
         max_request_bytes=int(args.max_request_mib * 1024 * 1024),
-        queue_spans=args.queue_spans or DEFAULT_QUEUE_SPANS,
+        queue_spans=queue_spans,
         forward_delay_s=args.forward_delay,
     )
-    service = Service(config, settings=settings, catalog=catalog)
+    if workers > 1:
+        from ..serve.workers import WorkerService
+
+        service: Any = WorkerService(config, workers=workers, settings=settings, catalog=catalog, log_level=args.log_level)
+    else:
+        service = Service(config, settings=settings, catalog=catalog)
     try:
         service.start()
     except OSError as exc:
@@ -131,6 +142,19 @@ def run_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         service.stop()
     return 0
+
+
+MAX_WORKERS = 64  # as serve/workers.py
+
+
+def _workers(text: str) -> int:
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = 0
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"serve: --workers {text!r}: expected a whole number of processes from 1 to {MAX_WORKERS}")
+    return workers
 
 
 def _listening(service: Any) -> str:

@@ -1,6 +1,7 @@
 """Load figures of `otel-agent-eval serve` on localhost: sustained spans/s per core, ingest latency, and overload.
 
-    python tests/benchmarks/bench_serve.py [--seconds 10] [--connections 4] [--spans-per-request 512]
+    python tests/benchmarks/bench_serve.py [--seconds 10] [--connections 4] [--spans-per-request 512] [--workers N]
+    python tests/benchmarks/bench_serve.py --capacity-only --workers 2   # phase 1 alone, e.g. to compare --workers
 
 Not a test (pytest collects only test_*.py): the figures depend on the machine, so nothing
 here is compared with a number of the machine's; it checks only the accounting. It starts
@@ -17,6 +18,10 @@ three phases:
    the serve process's peak resident memory against the bound its queues imply, and that
    no accepted span was lost: after a graceful stop, spans accepted = spans forwarded =
    spans the sink counted, and the senders' acknowledged spans = spans accepted.
+
+With `--workers N` serve runs N evaluation processes; CPU and resident memory are then those
+of the whole process tree (serve and its workers), and the memory bound counts each worker's
+forward queue.
 """
 from __future__ import annotations
 
@@ -98,16 +103,41 @@ def requests_of(spans_per_request: int, runs: int = 2_000) -> list[tuple[bytes, 
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+def tree(pid: int) -> list[int]:
+    """`pid` and its children (serve's workers)."""
+    pids = [pid]
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                fields = open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                pids.append(int(stat))
+    return pids
+
+
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    total = 0.0
+    for one in tree(pid) if children else [pid]:
+        try:
+            fields = open(f"/proc/{one}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+    return total
 
 
 def rss_mib(pid: int, key: str = "VmRSS") -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0.0
+    for one in tree(pid):
+        try:
+            for line in open(f"/proc/{one}/status"):
+                if line.startswith(key + ":"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
 
 
 def metric(url: str, name: str, **labels: str) -> float:
@@ -177,6 +207,10 @@ class Load:
             thread.join()
 
 
+class _Done(Exception):
+    """Only the capacity phase was asked for."""
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -191,6 +225,8 @@ def main() -> int:
                         help="spans per request in the latency phase (default 64: more requests to take quantiles over)")
     parser.add_argument("--queue-spans", type=int, default=4096,
                         help="serve --queue-spans (default 4096, so that twice the capacity fills it within a phase)")
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers (default 1)")
+    parser.add_argument("--capacity-only", action="store_true", help="run phase 1 (capacity) only")
     args = parser.parse_args()
 
     print("encoding requests ...", flush=True)
@@ -198,7 +234,8 @@ def main() -> int:
     sink = Sink()
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", "0", "--metrics-port", "0",
-         "--forward-to", sink.url, "--forward-delay", "0.2", "--queue-spans", str(args.queue_spans)],
+         "--forward-to", sink.url, "--forward-delay", "0.2", "--queue-spans", str(args.queue_spans),
+         "--workers", str(args.workers)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
     line = process.stdout.readline()
     where = dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)
@@ -209,16 +246,25 @@ def main() -> int:
     baseline_mib = rss_mib(process.pid)
     try:
         # 1. capacity
+        main0 = cpu_seconds(process.pid, children=False)
         seen0, cpu0, t0 = metric(metrics_url, "agent_eval_processor_spans_seen_total"), cpu_seconds(process.pid), time.monotonic()
         load.run(args.connections, args.seconds)  # the queue fills, then serve takes what it evaluates
         seen1, cpu1, t1 = metric(metrics_url, "agent_eval_processor_spans_seen_total"), cpu_seconds(process.pid), time.monotonic()
+        main_cpu = cpu_seconds(process.pid, children=False) - main0
         evaluated = seen1 - seen0
         capacity = evaluated / (t1 - t0)
         per_core = evaluated / max(cpu1 - cpu0, 1e-9)
         print(f"capacity: {evaluated:,.0f} spans evaluated in {t1 - t0:.1f} s = {capacity:,.0f} spans/s; serve used "
               f"{cpu1 - cpu0:.1f} CPU-s = {per_core:,.0f} spans per CPU-second; "
-              f"{load.refused_requests} of {load.acked_requests + load.refused_requests} requests told to retry", flush=True)
+              f"{load.acked_spans:,} spans acknowledged, {load.refused_requests} of {load.acked_requests + load.refused_requests} "
+              f"requests told to retry "
+              f"(--workers {args.workers}" + (f"; the receiving process {main_cpu:.1f} CPU-s, the workers "
+                                               f"{cpu1 - cpu0 - main_cpu:.1f})" if args.workers > 1 else ")"), flush=True)
         time.sleep(2)  # let the queue drain
+        acked = load.acked_spans
+        growth = bound = 0.0
+        if args.capacity_only:
+            raise _Done
 
         # 2. latency at half the capacity
         half = Load(load.address, requests_of(args.latency_spans_per_request, runs=500))
@@ -247,7 +293,7 @@ def main() -> int:
         watcher.join()
         offered = double.acked_spans + double.refused_spans
         body_mib = max(len(body) for body, _ in requests) / 2**20
-        bound = (args.queue_spans + FORWARD_QUEUE_SPANS) * SPAN_KIB / 1024 + args.connections * 2 * body_mib * 4  # + requests being read
+        bound = (args.queue_spans + args.workers * FORWARD_QUEUE_SPANS) * SPAN_KIB / 1024 + args.connections * 2 * body_mib * 4  # + requests being read
         growth = rss_mib(process.pid, "VmHWM") - baseline_mib
         middle = (samples[0][0] + samples[-1][0]) / 2
         late_growth = max(r for t, r in samples if t >= middle) - max(r for t, r in samples if t < middle)
@@ -255,13 +301,15 @@ def main() -> int:
               f"{double.refused_spans:,} ({double.refused_spans / max(offered, 1):.0%}) told to retry (429) in "
               f"{double.refused_requests} requests; serve's resident memory {baseline_mib:.0f} MiB at start, "
               f"peak {peak[0]:.0f} MiB (VmHWM {rss_mib(process.pid, 'VmHWM'):.0f} MiB): grew {growth:.0f} MiB, bound "
-              f"{bound:.0f} MiB (queues {args.queue_spans:,} + {FORWARD_QUEUE_SPANS:,} spans x {SPAN_KIB} KiB, requests in "
+              f"{bound:.0f} MiB (queues {args.queue_spans:,} + {args.workers} x {FORWARD_QUEUE_SPANS:,} spans x {SPAN_KIB} KiB, requests in "
               f"flight) {'kept' if growth <= bound else 'EXCEEDED'}; grew {late_growth:+.0f} MiB in the second half of the phase",
               flush=True)
 
         acked = load.acked_spans + half.acked_spans + double.acked_spans
-        accepted = metric(metrics_url, "agent_eval_serve_spans_total", transport="http", outcome="accepted")
+    except _Done:
+        pass
     finally:
+        accepted = metric(metrics_url, "agent_eval_serve_spans_total", transport="http", outcome="accepted")
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=60)
     stopped = STOPPED.search(process.stderr.read())

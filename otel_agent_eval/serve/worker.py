@@ -1,0 +1,180 @@
+"""One worker process of `serve --workers N`: a `Service` without listeners, fed by its parent over a pipe.
+
+The parent (`workers.py`) keeps the receivers and sends each worker the part of every request
+whose traces are its own (`split.py`). The worker decodes it with the single process's readers,
+admits it into its `Intake`, evaluates it with its `Pipeline` and forwards it with its
+`Forwarder`: the very objects of one `serve` process. Its metrics go to prometheus-client's
+multiprocess files (`PROMETHEUS_MULTIPROC_DIR`, set by the parent), which the parent's
+/metrics sums.
+
+Frames, both ways: a 4-byte big-endian length, a 1-byte type, the payload.
+Parent to worker: `C` configuration (pickled, first), `B` a batch (8-byte request id, 1-byte
+kind 0 protobuf / 1 JSON, the body), `R` reload the catalog (pickled path or None), `S` stop.
+Worker to parent, `M` with a pickled tuple:
+  ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems)
+  | ("done", spans_evaluated, open_runs, held_back_calls, forward_queued) | ("fwd", outcome, spans) | ("stopped",)
+
+The worker ignores SIGINT, SIGTERM and SIGHUP: its parent tells it what to do, so a signal to
+the whole process group (Ctrl-C, systemd) still ends in one orderly drain. When the pipe closes
+(the parent is gone), it drains and exits as on `S`.
+
+    $ python -m otel_agent_eval.serve.worker   # only ever started by `serve --workers N`
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+from typing import IO, Any
+
+__all__ = ["BATCH", "CONFIG", "MESSAGE", "RELOAD", "STOP", "read_frame", "write_frame"]
+
+HEADER = struct.Struct(">IB")
+BATCH_HEADER = struct.Struct(">QB")
+CONFIG, BATCH, RELOAD, STOP, MESSAGE = b"C", b"B", b"R", b"S", b"M"
+KIND_PROTOBUF, KIND_JSON = 0, 1
+MAX_FRAME = 1 << 31
+
+
+def write_frame(out: IO[bytes], kind: bytes, payload: bytes = b"", prefix: bytes = b"") -> None:
+    out.write(HEADER.pack(len(prefix) + len(payload), kind[0]))
+    if prefix:
+        out.write(prefix)
+    if payload:
+        out.write(payload)
+    out.flush()
+
+
+def read_frame(inp: IO[bytes]) -> tuple[bytes, bytes] | None:
+    """(type, payload), or None when the pipe closed (mid-frame too)."""
+    header = inp.read(HEADER.size)
+    if len(header) < HEADER.size:
+        return None
+    length, kind = HEADER.unpack(header)
+    payload = inp.read(length) if length else b""
+    if len(payload) < length:
+        return None
+    return bytes((kind,)), payload
+
+
+class _Parent:
+    """The pipe to the parent; one writer at a time (the pipe reader, the intake and the forwarder all report)."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def send(self, *message: Any) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                write_frame(self.out, MESSAGE, data)
+            except (OSError, ValueError):
+                self.broken = True  # the parent is gone; the read loop sees the pipe close and drains
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    inp = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    out = os.fdopen(os.dup(1), "wb", buffering=1 << 16)
+    os.dup2(2, 1)  # a stray print must never land in the frames
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    parent = _Parent(out)
+    frame = read_frame(inp)
+    if frame is None or frame[0] != CONFIG:
+        print("otel-agent-eval serve worker: started without its configuration; it is only started by serve --workers",
+              file=sys.stderr)
+        return 2
+    options = pickle.loads(frame[1])
+    index = options["index"]
+    logging.basicConfig(level=options.get("log_level", "INFO"), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s [worker {index}] %(message)s")
+    logging.getLogger("otel_agent_eval.serve.service").setLevel(logging.WARNING)  # its "stopped" line counts nothing here
+    try:
+        service, sync = _build(options, parent)
+    except Exception as exc:  # noqa: BLE001 - one line to the parent, which stops with it
+        parent.send("error", f"worker {index} could not start: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return 2
+    parent.send("ready", os.getpid())
+    try:
+        _serve(service, inp, parent)
+    finally:
+        service.stop()  # evaluate what was admitted, close open runs, flush the next hop
+        sync()
+        parent.send("stopped")
+    return 0
+
+
+def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
+    from prometheus_client import Counter
+
+    from ..metrics import names as n
+    from .service import Service
+
+    service = Service(options["config"], settings=options["settings"], catalog=options["catalog"], registry=None)
+    pipeline, metrics, intake, forwarder = service.pipeline, service.metrics, service.intake, service.forwarder
+    closed = Counter(n.RUNS_CLOSED_EARLY.name, n.RUNS_CLOSED_EARLY.help, list(n.RUNS_CLOSED_EARLY.labels), registry=None)
+    reasons = ("ttl", "capacity", "shutdown")
+    children = {reason: closed.labels(reason) for reason in reasons}  # present at 0, as one process shows them
+    carried = dict.fromkeys(reasons, 0)
+    lock = threading.Lock()
+
+    def sync() -> None:
+        """Carry what the mirror does not itself: span tallies of non-tool spans, runs closed early."""
+        with lock:
+            if metrics.mirror is not None:
+                metrics.mirror.flush_tallies(metrics)
+            for reason in reasons:
+                value = pipeline.runs.closed_early[reason]
+                if value > carried[reason]:
+                    children[reason].inc(value - carried[reason])
+                    carried[reason] = value
+
+    def done(spans: int) -> None:
+        sync()
+        parent.send("done", spans, len(pipeline.runs), pipeline.runs.held_back, len(forwarder) if forwarder is not None else 0)
+
+    intake.on_done = done
+    service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
+    return service, sync
+
+
+def _serve(service: Any, inp: IO[bytes], parent: _Parent) -> None:
+    from ..otel.reload import reload_catalog
+    from .payload import PayloadError, json_spans, protobuf_spans
+
+    while True:
+        frame = read_frame(inp)
+        if frame is None or frame[0] == STOP:
+            return
+        kind, payload = frame
+        if kind == RELOAD:
+            path = pickle.loads(payload)
+            threading.Thread(target=reload_catalog, args=(service.pipeline, path), name="otel-agent-eval-reload", daemon=True).start()
+            continue
+        if kind != BATCH:
+            continue
+        request_id, body_kind = BATCH_HEADER.unpack_from(payload)
+        data = payload[BATCH_HEADER.size:]
+        try:
+            spans, problems = protobuf_spans(data) if body_kind == KIND_PROTOBUF else json_spans(data)
+        except PayloadError as exc:  # the parent read it already; a part that fails here is one problem
+            spans, problems = [], [str(exc)]
+        except Exception as exc:  # noqa: BLE001 - never lose the reply
+            spans, problems = [], [f"unreadable ({type(exc).__name__})"]
+        taken = len(spans) if service.intake.offer(spans) else -1  # the parent reserved room: -1 is never expected
+        parent.send("reply", request_id, taken, problems)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
