@@ -70,7 +70,7 @@ def run_score(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr) if show else None
     run_cases = None
     if junit is not None and args.junit_cases == "run":
-        from ..offline.junit_runs import RunCases
+        from .junit import RunCases
 
         run_cases = RunCases()
 
