@@ -164,22 +164,30 @@ class Service:
             self.forwarder.shutdown(timeout if finished else 0.0)
         if not finished:  # it waited on a next hop that hangs; the forwarder now abandons (counted) instead
             self.intake.stop(timeout)
-        for close in self._closers:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - shutdown goes on
-                logger.exception("otel-agent-eval serve: shutdown step failed")
-        if self._status is not None:
-            server, thread = self._status
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        close_endpoints(self._closers, self._status)
         self.metrics.close()
-        m = self.serve_metrics
-        logger.info("otel-agent-eval serve: stopped; spans accepted %d, refused %d, invalid %d; forwarded %d, failed %d, "
-                    "abandoned %d", m.span_count("accepted"), m.span_count("refused"), m.span_count("invalid"),
-                    m.forward_count("exported"), m.forward_count("failed"), m.forward_count("abandoned"))
+        log_stopped(self.serve_metrics)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forwarder is not None:
             self.forwarder.put(spans)
+
+
+def close_endpoints(closers: list[Callable[[], Any]], status: tuple[Any, Any] | None) -> None:
+    """The last shutdown steps of a service: its closers (reload watchers), then its /metrics server."""
+    for close in closers:
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - shutdown goes on
+            logger.exception("otel-agent-eval serve: shutdown step failed")
+    if status is not None:
+        server, thread = status
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def log_stopped(m: ServeMetrics) -> None:
+    logger.info("otel-agent-eval serve: stopped; spans accepted %d, refused %d, invalid %d; forwarded %d, failed %d, "
+                "abandoned %d", m.span_count("accepted"), m.span_count("refused"), m.span_count("invalid"),
+                m.forward_count("exported"), m.forward_count("failed"), m.forward_count("abandoned"))

@@ -56,7 +56,7 @@ from .http_receiver import HttpReceiver
 from .payload import PROTOBUF, PayloadError, TooLarge, Unsupported, checked_body
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNSUPPORTED, Answer, Receiving
 from .self_metrics import ServeMetrics
-from .service import COLLECT_WAIT_S, ServeConfig
+from .service import COLLECT_WAIT_S, ServeConfig, close_endpoints, log_stopped
 from .split import Part, split_body
 from .status import serve_status
 from .worker import BATCH, BATCH_HEADER, CONFIG, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP, read_frame, write_frame
@@ -541,18 +541,6 @@ class WorkerService:
             if receiver is not None:
                 receiver.stop()
         self.pool.stop(self.config.drain_timeout_s)
-        for close in self._closers:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - shutdown goes on
-                logger.exception("otel-agent-eval serve: shutdown step failed")
-        if self._status is not None:
-            server, thread = self._status
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        close_endpoints(self._closers, self._status)
         self.pool.close()
-        m = self.serve_metrics
-        logger.info("otel-agent-eval serve: stopped; spans accepted %d, refused %d, invalid %d; forwarded %d, failed %d, "
-                    "abandoned %d", m.span_count("accepted"), m.span_count("refused"), m.span_count("invalid"),
-                    m.forward_count("exported"), m.forward_count("failed"), m.forward_count("abandoned"))
+        log_stopped(self.serve_metrics)
