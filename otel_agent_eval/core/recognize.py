@@ -269,6 +269,8 @@ def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
     inner = getattr(attrs, "_dict", None)
     if type(inner) is dict:
         return inner
+    if type(attrs) is dict:  # spans read from recorded or received OTLP (score, serve) and our copies
+        return attrs
     if isinstance(attrs, Mapping):
         return attrs
     return span.attributes or {}
