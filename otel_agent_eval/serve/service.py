@@ -125,18 +125,8 @@ class Service:
 
     def start(self) -> Service:
         """Listen on the configured ports (OSError, with everything started so far stopped, when one is taken)."""
-        config = self.config
         try:
-            if config.metrics_port is not None and self.registry is not None:
-                addr = config.metrics_bind or config.bind
-                self._status = serve_status(self.registry, lambda: self.ready, port=config.metrics_port, addr=addr)
-                self.metrics_address = self._status[0].server_address[:2]
-            if config.grpc_port is not None:
-                self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
-                                         token=config.bearer_token, tls=config.tls).start()
-            if config.http_port is not None:
-                self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
-                                         token=config.bearer_token, tls=config.tls).start()
+            open_listeners(self)
         except OSError:
             self.stop()
             raise
@@ -171,6 +161,21 @@ class Service:
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forwarder is not None:
             self.forwarder.put(spans)
+
+
+def open_listeners(service: Any) -> None:
+    """A service's /metrics (with health) and its receivers, as its config says (OSError when a port is taken)."""
+    config = service.config
+    if config.metrics_port is not None and service.registry is not None:
+        addr = config.metrics_bind or config.bind
+        service._status = serve_status(service.registry, lambda: service.ready, port=config.metrics_port, addr=addr)
+        service.metrics_address = service._status[0].server_address[:2]
+    if config.grpc_port is not None:
+        service.grpc = GrpcReceiver(service.receiving, host=config.bind, port=config.grpc_port,
+                                    token=config.bearer_token, tls=config.tls).start()
+    if config.http_port is not None:
+        service.http = HttpReceiver(service.receiving, host=config.bind, port=config.http_port,
+                                    token=config.bearer_token, tls=config.tls).start()
 
 
 def close_endpoints(closers: list[Callable[[], Any]], status: tuple[Any, Any] | None) -> None:

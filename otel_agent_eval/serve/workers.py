@@ -56,9 +56,8 @@ from .http_receiver import HttpReceiver
 from .payload import PROTOBUF, PayloadError, TooLarge, Unsupported, checked_body
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNSUPPORTED, Answer, Receiving
 from .self_metrics import ServeMetrics
-from .service import COLLECT_WAIT_S, ServeConfig, close_endpoints, log_stopped
+from .service import COLLECT_WAIT_S, ServeConfig, close_endpoints, log_stopped, open_listeners
 from .split import Part, split_body
-from .status import serve_status
 from .worker import BATCH, BATCH_HEADER, CONFIG, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP, read_frame, write_frame
 
 __all__ = ["MAX_WORKERS", "WorkerPool", "WorkerService"]
@@ -493,19 +492,9 @@ class WorkerService:
         """Start the workers, then listen; ValueError (a worker cannot start) or OSError (a port is taken)."""
         from ..otel.reload import reload_on_sighup, watch_catalog
 
-        config = self.config
         self.pool.start()
         try:
-            if config.metrics_port is not None:
-                addr = config.metrics_bind or config.bind
-                self._status = serve_status(self.registry, lambda: self.ready, port=config.metrics_port, addr=addr)
-                self.metrics_address = self._status[0].server_address[:2]
-            if config.grpc_port is not None:
-                self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
-                                         token=config.bearer_token, tls=config.tls).start()
-            if config.http_port is not None:
-                self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
-                                         token=config.bearer_token, tls=config.tls).start()
+            open_listeners(self)
         except OSError:
             self.stop()
             raise
