@@ -41,6 +41,7 @@ CALM_SHARE = 0.05  # phase 1: 5 % of runs pick a worse tool
 BAD_SHARE = 0.9  # phase 2
 DATA_TIMEOUT_S = 45.0  # the day-over-day rule needs 20 s of history before its offset window has data
 ALERT_TIMEOUT_S = 40.0
+INSTANT_RETRY_S = 5.0  # a few scrape intervals (1 s each)
 
 Samples = list[dict[str, Any]]
 
@@ -53,6 +54,17 @@ class Stack:
     def query(self, expr: str) -> Samples:
         assert self.workload.error is None, f"the workload thread failed: {self.workload.error!r}"
         return self.prometheus.query(expr)
+
+    def series(self, expr: str, what: str) -> Samples:
+        """The series of `expr`, polled for a few seconds: an instant query of a gauge (the catalog's
+        thresholds) is empty for a moment after a scrape that failed or timed out (its series are then
+        stale), which a busy 2-core CI machine can cause. The failure says how the scrapes went."""
+        try:
+            return wait_for(lambda: self.query(expr), timeout_s=INSTANT_RETRY_S, what=what)
+        except AssertionError as exc:
+            scrapes = {name: values(self.query(f'{name}{{job="{APP_JOB}"}}'))
+                       for name in ("up", "scrape_duration_seconds", "scrape_samples_scraped")}
+            raise AssertionError(f"{exc}; the workload's scrapes: {scrapes}") from None
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +215,7 @@ def test_every_recording_rule_has_a_check():
 
 @pytest.mark.parametrize("name", recording_rule_names())
 def test_recording_rule_returns_plausible_series(stack, name):
-    samples = stack.query(name)
-    assert samples, f"{name} returned no series"
+    samples = stack.series(name, f"{name} to return series")
     RULE_CHECKS[name](samples, stack)
 
 
@@ -227,8 +238,7 @@ def dashboard_targets() -> list[tuple[str, dict[str, Any], str]]:
                          ids=[f"{title} {target['refId']}" for title, target, _ in dashboard_targets()])
 def test_dashboard_query_returns_plausible_series(stack, title, target, unit):
     expr = grafana_expr(target["expr"])
-    samples = stack.query(expr)
-    assert samples, f"panel {title!r} query {target['refId']} returned no series: {expr}"
+    samples = stack.series(expr, f"panel {title!r} query {target['refId']} to return series: {expr}")
     finite = [v for v in values(samples) if is_finite(v)]
     assert finite, f"panel {title!r}: only NaN/Inf: {values(samples)}"
     lo, hi = UNIT_RANGES[unit]
