@@ -55,7 +55,10 @@ def fixed_clock() -> int:
 def workload():
     """One seeded workload through a real processor and a fresh registry, shared by the metric checks."""
     registry = CollectorRegistry()
-    processor = AgentEvalSpanProcessor(registry=registry)
+    # The workload ends spans as fast as it can: with the default hand-off queue (2,048 spans), a
+    # slow machine's scoring thread falls behind and spans pass unscored (counted), as designed.
+    # These checks are about the readback, so the queue holds the whole workload.
+    processor = AgentEvalSpanProcessor(registry=registry, queue_limit=RUNS * 10)
     summary = run_workload(processor, runs=RUNS, suboptimal_share=SHARE, seed=11)
     return summary, read_metrics(registry)
 
@@ -63,7 +66,7 @@ def workload():
 def test_every_span_is_seen_and_every_tool_call_scored(workload):
     summary, metrics = workload
     p = metrics.processor
-    assert p["spans_seen"] == summary.spans
+    assert p["spans_seen"] == summary.spans and p["spans_unscored"] == 0
     assert p["spans_scored"] == summary.tool_calls == metrics.calls
     assert p["spans_ignored"] == summary.spans - summary.tool_calls  # agent and chat spans
     assert p["malformed_tool_spans"] == p["internal_errors"] == 0
