@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import HttpReceiver, running_receiver
 from prometheus_client import CollectorRegistry
+from serve_process import FREE_PORTS, local_only, serving, stop_cleanly
 
 import otel_agent_eval.config
 from otel_agent_eval.config.settings import Settings
@@ -50,12 +51,8 @@ SETTINGS = Settings(metrics_enabled=False)  # the environment of the test run mu
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """requests and grpc honour proxy variables; 127.0.0.1 must be reached directly."""
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "grpc_proxy", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
 
 
 def service(exporter: SpanExporter | None = None, **config: Any) -> Service:
@@ -380,37 +377,23 @@ def test_empty_requests_are_fine_and_health_follows_shutdown() -> None:
 
 # -- the command: a real process, SIGTERM drains; bad arguments in one line -------------------------------
 
-def start_cli(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    process = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0",
-                                "--http-port", "0", "--metrics-port", "0", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", **(env or {})})
-    line = process.stdout.readline()
-    assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
-    parts = dict(part.split(" on ", 1) for part in line.split(": ", 1)[1].split(", ") if " on " in part)
-    return process, parts
+def start_cli(*args: str, env: dict[str, str] | None = None):
+    return serving(*FREE_PORTS, *args, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", **(env or {})})
 
 
 def test_the_command_serves_and_sigterm_drains_into_the_next_hop() -> None:
     with running_receiver("http") as receiver:
-        process, where = start_cli("--forward-to", receiver.endpoint, "--forward-delay", "60")
-        try:
+        with start_cli("--forward-to", receiver.endpoint, "--forward-delay", "60") as (process, where):
             exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=5)
             provider = TracerProvider(shutdown_on_exit=False)
             provider.add_span_processor(SimpleSpanProcessor(exporter))
             emit_traces(provider.get_tracer("cli"))
             provider.shutdown()
             assert receiver.span_count() == 0  # held for the 60 s batch delay ...
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0  # ... and flushed by the graceful shutdown
+            stop_cleanly(process)  # ... and flushed by the graceful shutdown
             spans = receiver.spans()
             assert len(spans) == SPAN_COUNT
             assert sum(1 for s in spans if any(k.startswith("agent_eval.") for k in s["attributes"])) == 10
-            assert "Traceback" not in process.stderr.read()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
 
 
 def test_bad_arguments_end_in_one_line(tmp_path) -> None:
@@ -498,8 +481,7 @@ def test_chunked_bodies_are_read_within_the_limit_and_bad_framing_is_counted() -
 def test_sighup_reloads_the_catalog_and_the_service_goes_on(tmp_path) -> None:
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text((Path(otel_agent_eval.config.__file__).parent / "default_catalog.yaml").read_text())
-    process, where = start_cli(env={"OTEL_AGENT_EVAL_CATALOG": str(catalog), "OTEL_AGENT_EVAL_RELOAD_ON_SIGHUP": "true"})
-    try:
+    with start_cli(env={"OTEL_AGENT_EVAL_CATALOG": str(catalog), "OTEL_AGENT_EVAL_RELOAD_ON_SIGHUP": "true"}) as (process, where):
         metrics_url = where["metrics"]
 
         def reloads() -> float:
@@ -514,10 +496,4 @@ def test_sighup_reloads_the_catalog_and_the_service_goes_on(tmp_path) -> None:
         assert process.poll() is None and reloads() == 1
         exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=5)
         assert exporter.export(_spans(2)) is SpanExportResult.SUCCESS  # still serving
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
-        assert "Traceback" not in process.stderr.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_cleanly(process)

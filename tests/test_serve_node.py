@@ -22,10 +22,7 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +44,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otlp_receiver import HttpReceiver, running_receiver
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from serve_process import local_only, serving, stop_cleanly
 
 import otel_agent_eval
 from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
@@ -59,11 +57,8 @@ DEADLINE_S = 30  # liveness only: how long to wait for a process or for spans
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
 
 
 def node_or_fail() -> str:
@@ -84,31 +79,13 @@ def clean_env() -> dict[str, str]:
 
 # -- the `serve` command ------------------------------------------------------------------------------
 
-def first_line(process: subprocess.Popen[str]) -> str:
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(DEADLINE_S)
-    return lines[0] if lines else ""
-
-
 @contextmanager
-def serving() -> Iterator[tuple[subprocess.Popen[str], dict[str, str], HttpReceiver]]:
+def serving_to_receiver() -> Iterator[tuple[subprocess.Popen[str], dict[str, str], HttpReceiver]]:
     """`otel-agent-eval serve` as a process (OTLP/HTTP only), forwarding to an in-test OTLP/HTTP receiver."""
-    with running_receiver("http") as receiver:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", "0", "--metrics-port", "0",
-             "--catalog", str(CATALOG), "--forward-to", receiver.endpoint, "--forward-delay", "0.05"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
-        try:
-            line = first_line(process)
-            assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
-            where = dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)
-            yield process, where, receiver
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    with running_receiver("http") as receiver, serving(
+            "--no-grpc", "--http-port", "0", "--metrics-port", "0", "--catalog", str(CATALOG),
+            "--forward-to", receiver.endpoint, "--forward-delay", "0.05", env=clean_env()) as (process, where):
+        yield process, where, receiver
 
 
 def scrape(url: str) -> str:
@@ -225,7 +202,7 @@ def evaluation(span: Mapping[str, Any]) -> tuple[dict[str, Any], list[Any]]:
 def test_a_node_agent_through_serve_gets_exactly_what_the_python_processor_gives(tmp_path: Path) -> None:
     node = node_or_fail()
     record_file = tmp_path / "spans.json"
-    with serving() as (process, where, receiver):
+    with serving_to_receiver() as (process, where, receiver):
         agent = subprocess.run([node, str(AGENT), "--endpoint", where["OTLP/HTTP"], "--record", str(record_file)],
                                capture_output=True, text=True, timeout=DEADLINE_S, env=clean_env())
         assert agent.returncode == 0, f"the Node agent could not export to serve: {agent.stderr.strip()}"
@@ -236,9 +213,7 @@ def test_a_node_agent_through_serve_gets_exactly_what_the_python_processor_gives
         received = receiver.wait_for_spans(count, timeout=DEADLINE_S)  # forwarded once evaluated: scores are in
         assert len(received) == count
         theirs_metrics = scrape(where["metrics"])
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=DEADLINE_S) == 0
-        assert "Traceback" not in process.stderr.read()
+        stop_cleanly(process)
         assert receiver.span_count() == count  # the shutdown forwarded nothing more, and nothing twice
         requests = receiver.requests
 

@@ -9,11 +9,9 @@ and the restarted process's own counters agree with what its hop received.
 """
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import urllib.request
 from typing import Any
@@ -24,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import running_receiver
+from serve_process import local_only, start_serve
 
 from otel_agent_eval.core import conventions as c
 
@@ -35,21 +34,13 @@ STOPPED = re.compile(r"stopped; spans accepted (\d+), refused (\d+), invalid (\d
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
 
 
 def start(http_port: int, forward_to: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", str(http_port),
-         "--metrics-port", "0", "--forward-to", forward_to, "--forward-delay", "60", "--queue-spans", str(QUEUE_SPANS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
-    line = process.stdout.readline()
-    assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
-    return process, dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)
+    return start_serve("--no-grpc", "--http-port", str(http_port), "--metrics-port", "0", "--forward-to", forward_to,
+                       "--forward-delay", "60", "--queue-spans", str(QUEUE_SPANS))
 
 
 def batches() -> list[list[ReadableSpan]]:

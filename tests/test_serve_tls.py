@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
+from serve_process import FREE_PORTS, local_only, start_serve, stop_cleanly
 from tls_helpers import Pki, make_pki
 
 from otel_agent_eval.config.settings import Settings
@@ -39,17 +39,8 @@ SETTINGS = Settings(metrics_enabled=False)
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "grpc_proxy", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    for name in [k for k in os.environ if k.startswith("OTEL_EXPORTER_OTLP")]:
-        monkeypatch.delenv(name)
-    # requests lets these override the SDK HTTP exporter's `certificate_file` (psf/requests#3829); the senders here
-    # are plain SDK exporters, so the variables go (serve's own forwarder keeps its CA file either way)
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -196,29 +187,21 @@ def test_the_command_serves_tls_and_forwards_over_grpc_tls(pki: Pki, tmp_path: P
     last = service(arrived, tls=ServerTls.load(pki.server_cert, pki.server_key), bearer_token=BearerToken("t0ken"))
     token = tmp_path / "token"
     token.write_text("Bearer t0ken\n")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0", "--http-port", "0",
-         "--metrics-port", "0", "--tls-cert-file", pki.server_cert, "--tls-key-file", pki.server_key,
-         "--forward-to", last.grpc.url.replace("https://", "grpcs://"), "--forward-ca-file", pki.ca,
-         "--forward-header", f"authorization=@{token}", "--forward-delay", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
+    process, where = start_serve(
+        *FREE_PORTS, "--tls-cert-file", pki.server_cert, "--tls-key-file", pki.server_key,
+        "--forward-to", last.grpc.url.replace("https://", "grpcs://"), "--forward-ca-file", pki.ca,
+        "--forward-header", f"authorization=@{token}", "--forward-delay", "60")
     try:
-        line = process.stdout.readline()
-        assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
-        where = dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)
         assert where["OTLP/gRPC"].startswith("https://") and where["OTLP/HTTP"].startswith("https://")
-        assert line.strip().endswith(f"forwarding to {last.grpc.url} (grpc)")
+        assert where["forwarding to"] == f"{last.grpc.url} (grpc)"
         exporter = GrpcSpanExporter(endpoint=where["OTLP/gRPC"], credentials=grpc.ssl_channel_credentials(
             Path(pki.ca).read_bytes()), timeout=10)
         assert exporter.export(tool_spans(3)) is SpanExportResult.SUCCESS
         assert HttpSpanExporter(endpoint=where["OTLP/HTTP"], certificate_file=pki.ca, timeout=10).export(
             tool_spans(4)) is SpanExportResult.SUCCESS
-        process.send_signal(signal.SIGTERM)  # the 60 s batch delay: only the graceful shutdown forwards them
-        assert process.wait(timeout=30) == 0
+        stop_cleanly(process)  # the 60 s batch delay: only the graceful shutdown forwards them
         assert last.drain()
         assert len(arrived.get_finished_spans()) == 7
-        assert "Traceback" not in process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()

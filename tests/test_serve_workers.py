@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import HttpReceiver, running_receiver
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from serve_process import FREE_PORTS, local_only, serving, stop_cleanly
 from test_serve import SPAN_COUNT, emit_traces, evaluation_of
 
 from otel_agent_eval.config.settings import Settings
@@ -45,26 +46,12 @@ PER_PROCESS = ("agent_eval_serve_", "agent_eval_processor_open_runs", "agent_eva
 
 
 @pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "grpc_proxy", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    for name in [k for k in os.environ if k.startswith("OTEL_EXPORTER_OTLP")]:
-        monkeypatch.delenv(name)
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # they would override the SDK HTTP exporter's certificate_file
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
 
 
-def start_cli(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    process = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0",
-                                "--http-port", "0", "--metrics-port", "0", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
-    line = process.stdout.readline()
-    assert line.startswith("otel-agent-eval serve: "), (line, process.stderr.read() if process.poll() is not None else "")
-    parts = dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)
-    return process, parts
+def start_cli(*args: str):
+    return serving(*FREE_PORTS, *args)
 
 
 def finished(emit: Any, name: str = "workers") -> list[ReadableSpan]:
@@ -141,18 +128,11 @@ def test_two_workers_score_and_forward_exactly_what_one_process_does() -> None:
         reference = generate_latest(registry).decode()
 
     with running_receiver("http") as hop:
-        process, where = start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "0.05")
-        try:
+        with start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "0.05") as (process, where):
             send_all(where["OTLP/gRPC"], where["OTLP/HTTP"], sets)
             received = hop.wait_for_spans(total, timeout=15)
             text = scrape(where["metrics"])
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=30) == 0
-            assert "Traceback" not in process.stderr.read()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            stop_cleanly(process)
         received = hop.spans()
 
     # the next hop: every span once, enriched exactly as one process enriches it
@@ -297,8 +277,7 @@ def test_a_hanging_next_hop_makes_senders_retry_and_accepted_plus_refused_is_sen
 def test_sigterm_drains_every_worker_into_the_next_hop() -> None:
     spans = finished(emit_traces) + finished(emit_traces)
     with running_receiver("http") as hop:
-        process, where = start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "60")
-        try:
+        with start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "60") as (process, where):
             exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=10)
             assert exporter.export(spans) is SpanExportResult.SUCCESS
             exporter.shutdown()
@@ -309,10 +288,6 @@ def test_sigterm_drains_every_worker_into_the_next_hop() -> None:
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=30) == 0  # ... and flushed by every worker's graceful shutdown
             log = process.stderr.read()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         got = hop.spans()
     assert len(got) == len(spans) == len({s["span_id"] for s in got})
     assert sum(1 for s in got if any(k.startswith("agent_eval.") for k in s["attributes"])) == 20
@@ -403,13 +378,8 @@ def test_sighup_reloads_the_catalog_in_every_worker(tmp_path: Any) -> None:
     catalog = tmp_path / "catalog.yaml"
     catalog.write_text(CATALOG.format(cost=0.003))
     env = {**os.environ, "OTEL_AGENT_EVAL_RELOAD_ON_SIGHUP": "true"}
-    process = subprocess.Popen([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0", "--http-port", "0",
-                                "--metrics-port", "0", "--workers", "2", "--catalog", str(catalog)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = process.stdout.readline()
-        assert line.startswith("otel-agent-eval serve: "), process.stderr.read() if process.poll() is not None else line
-        metrics_url = line.strip().split("metrics on ", 1)[1].split(",", 1)[0]
+    with serving(*FREE_PORTS, "--workers", "2", "--catalog", str(catalog), env=env) as (process, where):
+        metrics_url = where["metrics"]
         cost = ("agent_eval_tool_cost_per_call_usd", (("gen_ai_tool_name", "web_search"),))
         reloads = ("agent_eval_processor_catalog_reloads_total", ())
         assert samples(scrape(metrics_url))[cost] == 0.003
@@ -422,13 +392,7 @@ def test_sighup_reloads_the_catalog_in_every_worker(tmp_path: Any) -> None:
                 break  # counted once by each worker; the gauge from the new file
             assert time.monotonic() < deadline, (now.get(reloads), now[cost])
             time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0
-        assert "Traceback" not in process.stderr.read()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        stop_cleanly(process)
 
 
 # -- TLS in, TLS and headers out: the receivers stay in this process, the next hop is each worker's ------------
