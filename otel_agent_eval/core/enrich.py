@@ -100,15 +100,12 @@ class Enricher:
             events = self.redactor.events(events)
         if not self.span_events:
             return EnrichedSpan(span, merged, events)
-        if score.outcome != score.static.outcome:  # an error changes the outcome, not the scores
-            event_attrs = with_error(event_attrs, score)
-        event = Event(c.GEN_AI_EVALUATION_RESULT, event_attrs, span.end_time)
+        event = Event(c.GEN_AI_EVALUATION_RESULT, call_evaluation(event_attrs, score), span.end_time)
         return EnrichedSpan(span, merged, (*events, event))
 
     def evaluation(self, score: CallScore) -> Mapping[str, Any]:
         """The `gen_ai.evaluation.result` attributes of a scored call (cached per static score)."""
-        event_attrs = self._for(score)[1]
-        return with_error(event_attrs, score) if score.outcome != score.static.outcome else event_attrs
+        return call_evaluation(self._for(score)[1], score)
 
     def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
         static = score.static
@@ -207,8 +204,11 @@ def run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     return out
 
 
-def with_error(event_attrs: Mapping[str, Any], score: CallScore) -> dict[str, Any]:
-    """A failed call's evaluation: the choice's score, explained with the failure."""
+def call_evaluation(event_attrs: Mapping[str, Any], score: CallScore) -> Mapping[str, Any]:
+    """A call's evaluation from its static part: as it is, or for a failed call the choice's score
+    explained with the failure (an error changes the outcome, not the scores)."""
+    if score.outcome == score.static.outcome:
+        return event_attrs
     return {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
 
 

@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..config.catalog import AttributeMapping, Catalog
 from . import conventions as c
-from .enrich import (EVALUATION_EVENTS, EnrichedSpan, Enricher, EvaluationLog, enrich_run, evaluation_event_attributes,
-                     redacted, run_evaluations, with_error)
+from .enrich import (EVALUATION_EVENTS, EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
+                     evaluation_event_attributes, redacted, run_evaluations)
 from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
                         llm_call_of, read_tool_call)
 from .redact import Redactor
@@ -312,9 +312,8 @@ class Pipeline:
         if self.evaluation_log is not None:
             try:
                 enricher = self.enricher
-                attrs = (enricher.evaluation(score) if enricher is not None and enricher.scores else
-                         with_error(evaluation_event_attributes(score.static), score) if score.outcome != score.static.outcome
-                         else evaluation_event_attributes(score.static))
+                attrs = (enricher.evaluation(score) if enricher is not None and enricher.scores
+                         else call_evaluation(evaluation_event_attributes(score.static), score))
                 self.evaluation_log.emit(span, attrs)
             except Exception as exc:  # noqa: BLE001
                 self.failed("evaluation log event", exc)
