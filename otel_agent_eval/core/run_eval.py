@@ -76,19 +76,13 @@ class RunEvaluator:
         precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
         known = [v for v in (validity, shape.order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
-        llm_cost, unpriced = self._llm_cost(run)
-        tool_cost = sum(score.static.cost_usd for score in run.scores)
-        hallucination_free = self._hallucination_free(run)
+        llm_cost, unpriced = self._llm_cost(run) if run.llm_calls else (0.0, ())
+        tool_cost = 0.0
+        for score in run.scores:
+            tool_cost += score.static.cost_usd
+        hallucination_free = self._hallucination_free(run) if self.hallucination is not None else None
         duration = run.duration_s
-        parts = {
-            "completion": 1.0 if completed else 0.0,
-            "tool_accuracy": accuracy,
-            "hallucination_free": hallucination_free,
-            "latency": max(0.0, 1 - duration / LATENCY_AT_ZERO_S) if duration is not None else None,
-            "cost": max(0.0, 1 - (tool_cost + llm_cost) / COST_AT_ZERO_USD),
-        }
-        weighted = [(HEALTH_WEIGHTS[k], v) for k, v in parts.items() if v is not None]
-        health = 100 * sum(w * v for w, v in weighted) / sum(w for w, _ in weighted)
+        health = _health(completed, accuracy, hallucination_free, duration, tool_cost + llm_cost)
         return RunEvaluation(
             completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
             order_accuracy=shape.order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
@@ -243,6 +237,22 @@ class RunEvaluator:
             logger.warning("otel-agent-eval: hallucination hook raised %s: %s", type(exc).__name__, exc)
             return None
         return None if value is None else min(1.0, max(0.0, float(value)))
+
+
+def _health(completed: bool, accuracy: float | None, hallucination_free: float | None, duration: float | None,
+            cost: float) -> float:
+    """0-100: the tutorial's weighted parts (HEALTH_WEIGHTS), renormalised over those that are known
+    (summed in the order of HEALTH_WEIGHTS, so the figure is the same to the last bit everywhere)."""
+    w = HEALTH_WEIGHTS
+    total, weight = w["completion"] * (1.0 if completed else 0.0), w["completion"]
+    if accuracy is not None:
+        total, weight = total + w["tool_accuracy"] * accuracy, weight + w["tool_accuracy"]
+    if hallucination_free is not None:
+        total, weight = total + w["hallucination_free"] * hallucination_free, weight + w["hallucination_free"]
+    if duration is not None:
+        total, weight = total + w["latency"] * max(0.0, 1 - duration / LATENCY_AT_ZERO_S), weight + w["latency"]
+    total, weight = total + w["cost"] * max(0.0, 1 - cost / COST_AT_ZERO_USD), weight + w["cost"]
+    return 100 * total / weight
 
 
 def price_of(models: Mapping[str, ModelPrice], model: str | None) -> ModelPrice | None:

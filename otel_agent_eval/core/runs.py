@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 AGENT_RUN, TRACE_RUN = "agent", "trace"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # built once per run: a frozen dataclass costs 3x as much to build
 class RunEvaluation:
     completed: bool
     completion_reason: str

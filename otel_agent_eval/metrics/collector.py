@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import weakref
 from bisect import bisect_left
 from collections import Counter
@@ -229,33 +230,35 @@ class EvalMetrics:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
         evaluation = run.evaluation
         trace_id = run.trace_id or None
+        now = time.time()  # one exemplar timestamp for the run's observations
+        duration = evaluation.duration_s
+        calls = len(run.tool_calls) + run.calls_dropped
         with self._lock:
             key = (self._agent_label(run.agent or ""), run.task)
             series = self._runs.get(key)
             if series is None:
                 key, series = self._new_run_series(key)
             series.outcomes[evaluation.outcome] += 1
-            if evaluation.duration_s is not None:
-                series.duration.observe(evaluation.duration_s, trace_id)
-            series.cost.observe(evaluation.cost_usd, trace_id)
-            series.calls.observe(len(run.tool_calls) + run.calls_dropped)
+            if duration is not None:
+                series.duration.observe(duration, trace_id, now)
+            series.cost.observe(evaluation.tool_cost_usd + evaluation.llm_cost_usd, trace_id, now)
+            series.calls.observe(calls)
             if evaluation.tool_correctness is not None:
                 series.correctness.observe(evaluation.tool_correctness)
-            series.health.observe(evaluation.health, trace_id)
+            series.health.observe(evaluation.health, trace_id, now)
             if run.kind == AGENT_RUN:  # an invoke_agent operation, as the GenAI agent metrics count them
-                if evaluation.duration_s is not None:
-                    series.agent_duration.observe(evaluation.duration_s, trace_id)
-                series.agent_tool_calls.observe(len(run.tool_calls) + run.calls_dropped)
+                if duration is not None:
+                    series.agent_duration.observe(duration, trace_id, now)
+                series.agent_tool_calls.observe(calls)
                 series.agent_inference_calls.observe(len(run.llm_calls))
-            redundant = [self._run_tool_label(tool, series.redundant) for tool in evaluation.redundant_calls]
-            spurious = [self._run_tool_label(tool, series.spurious) for tool in evaluation.spurious_calls]
-            loops = [self._run_tool_label(tool, series.loops) for tool in evaluation.loops] if evaluation.loops else []
-            series.redundant.update(redundant)
-            series.spurious.update(spurious)
-            series.loops.update(loops)
+            redundant = self._run_tool_labels(evaluation.redundant_calls, series.redundant)
+            spurious = self._run_tool_labels(evaluation.spurious_calls, series.spurious)
+            loops = self._run_tool_labels(evaluation.loops, series.loops)
             series.over_budget += evaluation.over_budget
-            self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
-            self.counters["runs_calls_dropped"] += run.calls_dropped
+            if evaluation.unpriced_models:
+                self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
+            if run.calls_dropped:
+                self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
             self.mirror.record_run(run, key, redundant, spurious, loops)
 
@@ -337,6 +340,14 @@ class EvalMetrics:
 
     def _new_run_series(self, key: tuple[str, str]) -> tuple[tuple[str, str], _RunSeries]:
         return self._labelled(self._runs, key, b.RUN, _OTHER_PAIR, lambda _: _RunSeries())
+
+    def _run_tool_labels(self, tools: tuple[str, ...], counts: Counter[str]) -> list[str]:
+        """Count a run's tools (redundant, spurious calls, loops) in `counts`, as labelled; the labels."""
+        if not tools:
+            return []
+        labels = [self._run_tool_label(tool, counts) for tool in tools]
+        counts.update(labels)
+        return labels
 
     def _run_tool_label(self, tool: str, counts: Counter[str]) -> str:
         """A tool label of a run counter (redundant, spurious calls, loops): one sample each, within the budget."""
