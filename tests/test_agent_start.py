@@ -90,3 +90,17 @@ def test_the_replay_hints_use_the_same_rule():
     assert agent_of(finished_span({"gen_ai.operation.name": "chat"}, name="invoke_agent x")) is None  # typed: attributes decide
     assert agent_of(finished_span({}, name="chat gpt-4o")) is None
     assert agent_at_start({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a1"}, "invoke_agent a2", True) == "a1"
+
+
+def test_a_tool_span_is_no_agent_span_whatever_kind_it_also_claims():
+    """The processor's on_start skips tool spans by their operation alone; the replays and span ends agree."""
+    claims_both = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search",
+                   "openinference.span.kind": "AGENT", "gen_ai.agent.name": "support_agent"}
+    assert agent_at_start(claims_both, "invoke_agent support_agent", True) is None
+    assert agent_start_reader(App().processor.pipeline)(finished_span(claims_both, name="invoke_agent support_agent")) is None
+    app = App()
+    with app.tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+        with app.tracer.start_as_current_span("execute_tool web_search", attributes=claims_both):
+            pass
+    assert [(run.agent, [c.name for c in run.tool_calls]) for run in app.runs] == [("support_agent", ["web_search"])]

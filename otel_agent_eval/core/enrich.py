@@ -68,6 +68,14 @@ class EnrichedSpan(ReadableSpan):
         return self._original.dropped_links
 
 
+def events_of(span: ReadableSpan) -> tuple[Event, ...]:
+    """The span's events as a tuple: `ReadableSpan.events` builds it through a generator, three times slower."""
+    events = getattr(span, "_events", None)
+    if events is None:
+        return tuple(span.events or ())
+    return tuple(events) if events else ()
+
+
 class Enricher:
     """Builds the exported copies of tool spans: scores added, secrets redacted.
 
@@ -86,7 +94,7 @@ class Enricher:
         if not self.scores:
             merged = dict(attrs)
             self.redactor.apply(merged)
-            return EnrichedSpan(span, merged, self.redactor.events(span.events))
+            return EnrichedSpan(span, merged, self.redactor.events(events_of(span)))
         static_attrs, event_attrs = self._for(score)
         merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                   EXCESS_LATENCY_S: score.excess_latency_s}
@@ -94,7 +102,7 @@ class Enricher:
             merged[AGENT] = agent
         if not arguments_captured:
             merged[ARGUMENTS_CAPTURED] = False
-        events = span.events
+        events = events_of(span)
         if self.redactor is not None:
             self.redactor.apply(merged)
             events = self.redactor.events(events)
@@ -152,7 +160,7 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
         attrs[k["arguments_not_captured"]] = len(e.arguments_not_captured)
     end = span.end_time
     events = [Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass)] if span_events else []
-    own = span.events
+    own = events_of(span)
     if redactor is not None and not isinstance(span, EnrichedSpan):  # a copy of ours is redacted already
         redactor.apply(attrs)
         own = redactor.events(own)
@@ -187,7 +195,7 @@ def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
     try:
         attrs = dict(span.attributes or {})
         redactor.apply(attrs)
-        return EnrichedSpan(span, attrs, redactor.events(span.events))
+        return EnrichedSpan(span, attrs, redactor.events(events_of(span)))
     except Exception:  # noqa: BLE001 - what cannot be masked does not leave
         return EnrichedSpan(span, {}, ())
 

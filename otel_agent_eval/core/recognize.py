@@ -383,6 +383,8 @@ def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str
         name = _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif operation == c.OP_INVOKE_WORKFLOW:
         name = _as_text(attrs.get(c.GEN_AI_WORKFLOW_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
+    elif operation == c.OP_EXECUTE_TOOL:  # a tool span is no agent span, whatever kind it also claims
+        return None
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
         name = _as_text(attrs.get(c.OI_AGENT_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
     elif attrs.get(c.TRACELOOP_SPAN_KIND) in (c.TL_KIND_AGENT, c.TL_KIND_WORKFLOW):

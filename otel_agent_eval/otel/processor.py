@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
+from ..core import conventions as c
 from ..core.pipeline import Pipeline
 from ..core.recognize import agent_at_start, attribute_dict, convention_of
 from .handoff import DEFAULT_LIMIT, SpanQueue
@@ -112,7 +113,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             attrs = attribute_dict(span)
-            name = agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs))
+            if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL:  # agent_name_of's first rule, without three calls
+                name = None
+            else:
+                name = agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs))
             if name is not None:
                 self._active[span.context.trace_id] = None
                 self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
