@@ -527,7 +527,7 @@ def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str
     """The arguments as a dict; None (unknown, a problem noted) for a string too large to read."""
     if raw is None:
         return {}
-    if isinstance(raw, Mapping):
+    if type(raw) is not str and isinstance(raw, Mapping):  # the common str first: an ABC check costs 0.3 us
         return dict(raw)
     if not isinstance(raw, str):
         problems.append(f"arguments are a {type(raw).__name__}, not a JSON object string")
