@@ -204,7 +204,8 @@ class Pipeline:
         try:
             if attrs is None:
                 attrs = attribute_dict(span)
-            convention = convention_of(attrs, self.state.custom, self.state.catalog.ignore_tools)
+            state = self.state
+            convention = convention_of(attrs, state.custom, state.catalog.ignore_tools)
             if convention is not None:
                 forward = self._tool_span(span, attrs, convention)
             else:
@@ -214,7 +215,7 @@ class Pipeline:
             self.failed("on_end", exc)
         if self.runs.closed_early_waiting:  # runs the bounds closed while handling this span
             forward = self._release_closed_early() + forward
-        return self._outgoing(forward)
+        return forward if self.redactor is None else self._outgoing(forward)
 
     def outgoing(self, span: ReadableSpan) -> ReadableSpan:
         """A span about to leave the process: redacted when redaction is on (fail closed), else as it is."""

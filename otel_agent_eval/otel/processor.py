@@ -133,8 +133,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
         try:
             attrs = attribute_dict(span)
             pipeline = self.pipeline
-            if pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
-                self._active[span.context.trace_id] = None
+            typed, active = pipeline.is_typed(attrs), self._active
+            trace_id = span.context.trace_id if typed or active else None
+            if typed or (active and trace_id in active):
+                active[trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
@@ -159,9 +161,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         """The hand-off thread: one item at a time, in span order."""
         kind, span, extra = item
         if kind == _START:
-            self._forward(self.pipeline.agent_started(span, extra))
+            forward = self.pipeline.agent_started(span, extra)
         else:
-            self._forward(self.pipeline.ended(span, extra))
+            forward = self.pipeline.ended(span, extra)
             parent = span.parent
             if parent is None or parent.is_remote:  # a local root: its trace is done here
                 self._active.pop(span.context.trace_id, None)
@@ -169,6 +171,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
             tracked = self.runs.tracked
             for trace_id in [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]:
                 self._active.pop(trace_id, None)
+        if forward and self.forward_to is not None:
+            self._forward(forward)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forward_to is None:

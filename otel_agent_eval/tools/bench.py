@@ -17,6 +17,10 @@ Why it measures this way:
   loop alone): under the GIL the background thread runs in the app thread's time slices,
   so its work shows up here as the app being slower, which is what a user feels. The
   app thread's CPU (`thread_time_ns`) is shown for reference only: it hides exactly that.
+- The same processor with `background=False` (scoring on the ending thread, no hand-off) is
+  a row of its own: it shows what the hand-off itself costs in CPU and in the longest
+  `span.end()` (a thread contesting the GIL), against the protection it buys (a slow
+  downstream processor or a pathological JSON Schema stalls the processor's thread, not yours).
 - Stalls, not means, are what hurt a request: every 11th run (coprime with the 5-run tool
   cycle, so every tool is sampled) has its root and tool `span.end()` calls timed one by
   one; the p99 and the maximum are shown.
@@ -168,6 +172,7 @@ VARIANTS = (  # key, label
     ("otel-metrics", "peer: OTel SDK exponential histogram"),
     ("ours", "AgentEvalSpanProcessor"),
     ("ours+copies", "AgentEvalSpanProcessor + enriched copies"),
+    ("ours-inline", "AgentEvalSpanProcessor(background=False)"),  # the trade-off: no thread, scoring on yours
 )
 
 
@@ -180,6 +185,8 @@ def _processor(key: str, **options: Any) -> SpanProcessor | None:
         return PrometheusPeer()
     if key == "otel-metrics":
         return OTelMetricsPeer()
+    if key == "ours-inline":
+        options["background"] = False
     forward = BatchSpanProcessor(DiscardingExporter()) if key == "ours+copies" else None
     return AgentEvalSpanProcessor(registry=options.pop("registry", None) or CollectorRegistry(), forward_to=forward, **options)
 
