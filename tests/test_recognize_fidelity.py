@@ -7,6 +7,8 @@ from enum import Enum
 from importlib import resources
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
@@ -279,3 +281,30 @@ def test_a_semantic_kernel_call_is_scored_as_its_catalog_tool():
     assert registry.get_sample_value("agent_eval_tool_calls_total", dict(
         gen_ai_tool_name="local_index", gen_ai_agent_name="support_agent", task="faq", outcome="optimal",
         verdict="pass", optimal_tool="local_index")) == 1
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**18, max_value=10**40)
+    | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_json_values, before=st.sampled_from(["", " ", "\n", "\t "]), after=st.sampled_from(["", " ", "\n", "x", ",", "}"]),
+       cut=st.integers(min_value=0, max_value=40))
+def test_arguments_are_parsed_exactly_as_json_loads_parses_them(value, before, after, cut):
+    """The C-scanner shortcut for argument strings gives json.loads' value, or its error, for any text:
+    whole values, values in whitespace, trailing junk, and values cut short."""
+    from otel_agent_eval.core.recognize import _loads
+
+    text = before + json.dumps(value) + after
+    for candidate in (text, text[:cut]):
+        try:
+            expected = ("ok", json.loads(candidate))
+        except ValueError as exc:
+            expected = ("error", str(exc))
+        try:
+            got = ("ok", _loads(candidate))
+        except ValueError as exc:
+            got = ("error", str(exc))
+        assert got == expected, candidate

@@ -313,3 +313,18 @@ def test_agent_runs_also_feed_the_genai_agent_metrics():
     assert app.sample("gen_ai_invoke_agent_duration_seconds_bucket", **labels, le="409.6") == 1
     assert app.sample("agent_eval_run_tool_calls_count", gen_ai_agent_name="", task="") == 1  # the trace run
     assert app.sample("gen_ai_invoke_agent_tool_calls_count", gen_ai_agent_name="", task="") is None
+
+
+@pytest.mark.parametrize("completed", [True, False])
+@pytest.mark.parametrize("accuracy", [None, 0.0, 1 / 3, 1.0])
+@pytest.mark.parametrize("hallucination_free", [None, 0.7])
+@pytest.mark.parametrize("duration", [None, 0.051, 12.0])
+@pytest.mark.parametrize("cost", [0.0, 0.0307, 0.2])
+def test_health_is_the_weighted_mean_of_the_known_parts(completed, accuracy, hallucination_free, duration, cost):
+    """The seed tutorial's weights renormalised over the parts that are known, to the last bit."""
+    from otel_agent_eval.core.run_eval import HEALTH_WEIGHTS, _health
+
+    parts = {"completion": 1.0 if completed else 0.0, "tool_accuracy": accuracy, "hallucination_free": hallucination_free,
+             "latency": None if duration is None else max(0.0, 1 - duration / 10), "cost": max(0.0, 1 - cost / 0.10)}
+    known = [(HEALTH_WEIGHTS[k], v) for k, v in parts.items() if v is not None]
+    assert _health(completed, accuracy, hallucination_free, duration, cost) == 100 * sum(w * v for w, v in known) / sum(w for w, _ in known)
