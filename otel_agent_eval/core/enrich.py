@@ -43,6 +43,9 @@ class EnrichedSpan(ReadableSpan):
     """A finished span with extra attributes and events; everything else is the original's."""
 
     def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> None:
+        if type(span) is ReadableSpan or type(span) is EnrichedSpan:  # what on_end and exporters get: only fields
+            self.__dict__ = {**span.__dict__, "_attributes": attributes, "_events": events, "_original": span}
+            return
         try:  # ReadableSpan.__init__ only stores these: taking them as they are is 5x faster
             values = _shared_values(span.__dict__)
         except (AttributeError, KeyError):  # another ReadableSpan implementation: its public fields
