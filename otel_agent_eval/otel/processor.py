@@ -55,9 +55,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     matters (tool, LLM and agent spans, and spans of their traces); a daemon thread runs
     the core on them in batches and forwards them. A scrape, `force_flush()` and
     `shutdown()` process whatever is queued first, so metrics are current when read.
-    `background=False` processes every span on the ending thread instead: less and steadier total
-    CPU for an app that ends spans on a CPU-bound thread (no second thread contesting the GIL),
-    but a slow downstream processor or a slow check then stalls that thread.
+    `background=False` processes every span on the ending thread instead: less and steadier CPU where
+    spans end on a CPU-bound thread, but a slow downstream processor or check then stalls that thread.
     """
 
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
@@ -115,10 +114,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             attrs = attribute_dict(span)
-            if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL:  # agent_name_of's first rule, without three calls
-                name = None
-            else:
-                name = agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs))
+            name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
+                    else agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs)))
             if name is not None:
                 self._active[span.context.trace_id] = None
                 self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
@@ -135,10 +132,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         try:
             attrs = attribute_dict(span)
             pipeline = self.pipeline
-            typed, active = pipeline.is_typed(attrs), self._active
-            trace_id = span.context.trace_id if typed or active else None
-            if typed or (active and trace_id in active):
-                active[trace_id] = None
+            if pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
+                self._active[span.context.trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
@@ -163,9 +158,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         """The hand-off thread: one item at a time, in span order."""
         kind, span, extra = item
         if kind == _START:
-            forward = self.pipeline.agent_started(span, extra)
+            self._forward(self.pipeline.agent_started(span, extra))
         else:
-            forward = self.pipeline.ended(span, extra)
+            self._forward(self.pipeline.ended(span, extra))
             parent = span.parent
             if parent is None or parent.is_remote:  # a local root: its trace is done here
                 self._active.pop(span.context.trace_id, None)
@@ -173,8 +168,6 @@ class AgentEvalSpanProcessor(SpanProcessor):
             tracked = self.runs.tracked
             for trace_id in [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]:
                 self._active.pop(trace_id, None)
-        if forward and self.forward_to is not None:
-            self._forward(forward)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forward_to is None:
