@@ -308,3 +308,29 @@ def test_arguments_are_parsed_exactly_as_json_loads_parses_them(value, before, a
         except ValueError as exc:
             got = ("error", str(exc))
         assert got == expected, candidate
+
+
+def test_run_counters_label_a_qualified_or_aliased_tool_as_its_catalog_tool():
+    """As the call's own series do: a run's spurious and redundant calls of `tools-web_search` or the alias
+    `calculator` are counted under the catalog tool (semantic-kernel's `plugin-function` names)."""
+    registry = CollectorRegistry()
+    processor = AgentEvalSpanProcessor(registry=registry, background=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+        for name in ("tools-web_search", "calculator", "calculator"):
+            with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.arguments": json.dumps({"expression": "1+1"})}):
+                pass
+    labels = {"gen_ai_agent_name": "support_agent", "task": "faq"}
+    sample = registry.get_sample_value
+    assert sample("agent_eval_spurious_tool_calls_total", {**labels, "gen_ai_tool_name": "web_search"}) == 1
+    assert sample("agent_eval_spurious_tool_calls_total", {**labels, "gen_ai_tool_name": "basic_calculator"}) == 2
+    assert sample("agent_eval_redundant_tool_calls_total", {**labels, "gen_ai_tool_name": "basic_calculator"}) == 1
+    assert sample("agent_eval_spurious_tool_calls_total", {**labels, "gen_ai_tool_name": "tools-web_search"}) is None
+    assert sample("agent_eval_tool_calls_total", {"gen_ai_tool_name": "web_search", "gen_ai_agent_name": "support_agent",
+                                                  "task": "faq", "outcome": "suboptimal", "verdict": "fail",
+                                                  "optimal_tool": "local_index"}) == 1

@@ -350,8 +350,10 @@ class EvalMetrics:
         return labels
 
     def _run_tool_label(self, tool: str, counts: Counter[str]) -> str:
-        """A tool label of a run counter (redundant, spurious calls, loops): one sample each, within the budget."""
-        label = self._tool_label(tool)
+        """A tool label of a run counter (redundant, spurious calls, loops): one sample each, within the budget.
+        An alias or qualified name is labelled as its catalog tool, as the call's own series are."""
+        known = self.catalog.tool(tool)
+        label = self._tool_label(known.name if known is not None else tool)
         if label in counts:
             return label
         if label != OTHER and self.budget.take(1):
