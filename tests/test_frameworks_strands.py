@@ -108,3 +108,18 @@ def test_wrong_arguments_in_the_event_fail_the_tools_schema():
     assert run.tool_calls[0].arguments == {"q": "return policy"}
     assert run.evaluation.argument_validity == pytest.approx(2 / 3)
     assert "'query' is a required property" in run.evaluation.invalid_calls[0]
+
+
+def test_arguments_masked_by_strands_redaction_are_unknown_not_invalid():
+    """strands' opt-in redaction leaves `[REDACTED]` in the tool message: the arguments are not captured
+    (left out of argument validity, listed as such), not plain input that fails the tool's schema."""
+    masked = [{**s, "events": [{**e, "attributes": {**e["attributes"], "content": "[REDACTED]"}}
+                               if e["name"] == "gen_ai.tool.message" else e for e in s["events"]]}
+              for s in recorded_strands.SPANS]
+    with gf.Capture() as captured:
+        replay(masked, captured.provider)
+    records = [r for r in map(tool_call_from_span, captured.spans) if r is not None]
+    assert records and all(r.arguments is None and not r.arguments_captured for r in records)
+    (run,) = captured.runs
+    assert run.evaluation.argument_validity is None and run.evaluation.invalid_calls == ()
+    assert len(run.evaluation.arguments_not_captured) == len(records)

@@ -94,3 +94,5 @@ CUSTOM = "custom"
 
 # What this project writes on enriched spans.
 AGENT_EVAL_PREFIX = "agent_eval."
+
+REDACTED = "[REDACTED]"  # what redaction leaves in place of a value: ours, and strands-agents' opt-in one

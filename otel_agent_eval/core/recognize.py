@@ -182,20 +182,21 @@ class ToolCallRecord:
 
     def _raw_arguments(self) -> Any:
         """The arguments as the span carries them: the first attribute of the convention that is set, else
-        the first argument event's attribute; None when there are none."""
+        the first argument event's attribute; None when there are none, or when redaction left only its
+        mask (strands-agents' opt-in redaction writes `[REDACTED]` there: the arguments are unknown)."""
         attrs = self._attrs
         for key in self._conv.arguments:
             value = attrs.get(key)
             if value is not None:
                 if key == ADK_TOOL_CALL_ARGS and value == _ADK_NO_CONTENT and attrs.get(ADK_TOOL_RESPONSE) == _ADK_NO_CONTENT:
                     return None  # ADK's placeholder when content capture is off, not an empty call
-                return value
+                return None if type(value) is str and value == c.REDACTED else value
         for name, key in self._conv.argument_events:
             for event in self._events or ():
                 if event.name == name:
                     value = (event.attributes or {}).get(key)
                     if value is not None:
-                        return value
+                        return None if type(value) is str and value == c.REDACTED else value
         return None
 
     input_parameters = arguments  # the deepeval ToolCall spelling, so records score like ToolCalls

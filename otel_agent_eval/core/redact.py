@@ -22,7 +22,7 @@ try:  # the regular-expression parser, to check a pattern for anchors and lookar
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
-MASK = "[REDACTED]"
+MASK = c.REDACTED
 MAX_DEPTH = 200  # nesting of one JSON value; deeper values are masked whole
 MAX_LEVELS = 16  # JSON text inside a JSON string inside ...; more layers are masked whole
 MAX_VIEWS = 64  # decodings of one string looked at; more and it counts as containing a key
