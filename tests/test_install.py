@@ -78,6 +78,24 @@ def test_an_explicit_broken_catalog_never_stops_the_app_and_the_fallback_shows(t
     processor.shutdown()
 
 
+def test_after_a_fallback_a_reload_without_arguments_reads_the_configured_file_again(tmp_path):
+    """Fix the file, call reload_catalog(): the configured file scores and the fallback ends. It re-read
+    the packaged catalog and showed the fallback as ended while still scoring with the packaged one."""
+    path = tmp_path / "catalog.yaml"
+    path.write_text("tools: 3\n")
+    registry = CollectorRegistry()
+    processor = install(path, tracer_provider=TracerProvider(), registry=registry, serve_metrics=False)
+    assert registry.get_sample_value("agent_eval_catalog_fallback") == 1.0
+    assert not processor.reload_catalog()  # still broken: rejected, the packaged catalog goes on
+    assert registry.get_sample_value("agent_eval_catalog_fallback") == 1.0
+    path.write_text("tools: {calc: {cost_usd: 0, latency_ms: 1, capabilities: [math], complexity: simple}}\n")
+    assert processor.reload_catalog()
+    assert processor.catalog.source == str(path) and list(processor.catalog.tools) == ["calc"]
+    assert registry.get_sample_value("agent_eval_catalog_fallback") == 0.0
+    assert processor.reload_catalog() and processor.catalog.source == str(path)  # and later reloads read it too
+    processor.shutdown()
+
+
 def test_busy_metrics_port_is_logged_and_scoring_goes_on(caplog):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -154,6 +154,7 @@ class Pipeline:
         self.evaluation_log = EvaluationLog(logger_provider) if evaluation_events != "span" else None
         self.redactor = redactor
         self._defer_all = not sees_starts
+        self.fallback_for: str | None = None  # the catalog file the packaged catalog stands in for, if any
 
     # -- the catalog -----------------------------------------------------------------
 

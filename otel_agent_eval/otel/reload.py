@@ -27,9 +27,9 @@ def reload_catalog(pipeline: Pipeline, catalog: Catalog | PathLike | None = None
     A broken catalog is rejected with one log line and `agent_eval_processor_catalog_reloads_rejected_total`.
     """
     try:
-        if catalog is None:  # the file the current catalog came from (None: the packaged default)
+        if catalog is None:  # the file the current catalog came from, or the one it stands in for (None: the packaged default)
             source = pipeline.catalog.source
-            catalog = None if source.startswith("<") else source
+            catalog = pipeline.fallback_for or (None if source.startswith("<") else source)
         new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
         state = pipeline.build_state(new)
     except Exception as exc:  # noqa: BLE001 - a catalog, or building from it, must never reach the app
@@ -37,6 +37,7 @@ def reload_catalog(pipeline: Pipeline, catalog: Catalog | PathLike | None = None
         logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", pipeline.catalog.source, exc)
         return False
     pipeline.swap(state)
+    pipeline.fallback_for = None
     pipeline.sink.count("catalog_reloads")
     logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
     return True

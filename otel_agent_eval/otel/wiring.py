@@ -10,6 +10,7 @@ setting means the same wherever it is given.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -105,6 +106,8 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
     wanted = catalog if catalog is not None else settings.catalog
     owner.metrics.catalog_fallback = (wanted is not None and not isinstance(wanted, Catalog)
                                       and owner.pipeline.catalog.source.startswith("<packaged"))
+    if owner.metrics.catalog_fallback:  # a reload without arguments reads the wanted file again, not the packaged one
+        owner.pipeline.fallback_for = os.fspath(wanted)
     if settings.metrics_enabled and owner.metrics.registry is not None:
         registry = multiprocess_registry(owner.metrics) if multiprocess_dir() else owner.metrics.registry
         start_metrics_endpoint(owner, registry, settings)
