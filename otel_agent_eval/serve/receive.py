@@ -46,21 +46,13 @@ class Receiving:
             return self._refused(transport, body, content_type, encoding)
         try:
             spans, problems = spans_of_body(body, content_type, encoding, limit=self.max_bytes)
-        except TooLarge as exc:
-            return self._answer(transport, Answer(TOO_LARGE, str(exc)))
-        except Unsupported as exc:
-            return self._answer(transport, Answer(UNSUPPORTED, str(exc)))
         except PayloadError as exc:
-            return self._answer(transport, Answer(INVALID, str(exc)))
+            return self._unreadable_body(transport, exc)
         if not self.intake.offer(spans):
             self.metrics.spans(transport, "refused", len(spans))
             return self._answer(transport, self._full())
-        self.metrics.spans(transport, "accepted", len(spans))
-        self.metrics.spans(transport, "invalid", len(problems))
-        message = ""
-        if problems:
-            message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
-        return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
+        self._count_taken(transport, len(spans), problems)
+        return self._accepted(transport, problems)
 
     def too_large(self, transport: str, length: int) -> Answer:
         """A body refused from its declared length, before it is read."""
@@ -72,6 +64,22 @@ class Receiving:
 
     def unauthorized(self, transport: str) -> Answer:
         return self._answer(transport, Answer(UNAUTHORIZED, "missing or wrong bearer token"))
+
+    def _unreadable_body(self, transport: str, exc: PayloadError) -> Answer:
+        """A body refused as a whole: over the size limit, of a kind not served, or no OTLP."""
+        kind = TOO_LARGE if isinstance(exc, TooLarge) else UNSUPPORTED if isinstance(exc, Unsupported) else INVALID
+        return self._answer(transport, Answer(kind, str(exc)))
+
+    def _count_taken(self, transport: str, taken: int, problems: list[str]) -> None:
+        self.metrics.spans(transport, "accepted", taken)
+        self.metrics.spans(transport, "invalid", len(problems))
+
+    def _accepted(self, transport: str, problems: list[str]) -> Answer:
+        """The request taken; the spans skipped inside it reported as a partial success."""
+        message = ""
+        if problems:
+            message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
+        return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
 
     def _refused(self, transport: str, body: bytes, content_type: str, encoding: str) -> Answer:
         self.metrics.spans(transport, "refused", span_count(body, content_type, encoding, limit=self.max_bytes))

@@ -69,10 +69,79 @@ class ServeConfig:
         return NextHop.parse(self.forward_to) if self.forward_to else None
 
 
-class Service:
-    """One process of `otel-agent-eval serve`; `exporter` replaces the OTLP exporter `forward_to` would build."""
+class Listening:
+    """What a serve process and the `--workers` main process share: the receivers, /metrics with health,
+    readiness, and the first and last steps of shutdown. Set `config`, `receiving` and `registry` first."""
 
     metrics_address: tuple[str, int] | None = None
+    config: ServeConfig
+    receiving: Receiving
+    registry: CollectorRegistry | None
+
+    def __init__(self) -> None:
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+        self._status: tuple[Any, Any] | None = None
+        self._closers: list[Callable[[], Any]] = []
+        self._ready = False
+        self._stopped = False
+
+    @property
+    def ready(self) -> bool:
+        return self._ready and not self.receiving.stopping
+
+    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
+        self._closers.append(close)
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _listen(self) -> None:
+        """/metrics (with health) and the receivers, as the config says; when a port is taken, what was
+        started is stopped and the OSError raised."""
+        config = self.config
+        try:
+            if config.metrics_port is not None and self.registry is not None:
+                addr = config.metrics_bind or config.bind
+                self._status = serve_status(self.registry, lambda: self.ready, port=config.metrics_port, addr=addr)
+                self.metrics_address = self._status[0].server_address[:2]
+            if config.grpc_port is not None:
+                self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
+                                         token=config.bearer_token, tls=config.tls).start()
+            if config.http_port is not None:
+                self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
+                                         token=config.bearer_token, tls=config.tls).start()
+        except OSError:
+            self.stop()
+            raise
+
+    def _stop_receiving(self) -> bool:
+        """Shutdown's first step: not ready, the receivers stopped; False when it was taken already."""
+        if self._stopped:
+            return False
+        self._stopped = True
+        self.receiving.stopping = True
+        for receiver in (self.grpc, self.http):
+            if receiver is not None:
+                receiver.stop()
+        return True
+
+    def _close_endpoints(self) -> None:
+        """Shutdown's last steps: the closers (reload watchers), then the /metrics server."""
+        for close in self._closers:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - shutdown goes on
+                logger.exception("otel-agent-eval serve: shutdown step failed")
+        if self._status is not None:
+            server, thread = self._status
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+
+class Service(Listening):
+    """One process of `otel-agent-eval serve`; `exporter` replaces the OTLP exporter `forward_to` would build."""
 
     def __init__(self, config: ServeConfig = ServeConfig(), *, settings: Settings | None = None,
                  catalog: Catalog | PathLike | None = None, registry: CollectorRegistry | None = REGISTRY,
@@ -104,32 +173,16 @@ class Service:
             "forward_queued_spans": ("Evaluated spans waiting for the next hop.",
                                      lambda: len(self.forwarder) if self.forwarder is not None else 0),
         }
-        self.grpc: GrpcReceiver | None = None
-        self.http: HttpReceiver | None = None
-        self._status: tuple[Any, Any] | None = None
-        self._closers: list[Callable[[], Any]] = []
-        self._ready = False
-        self._stopped = False
+        super().__init__()
         attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
-
-    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
-        self._closers.append(close)
 
     def reload_catalog(self, catalog: PathLike | None = None) -> bool:
         """Swap in the catalog at `catalog` (SIGHUP and the file watch call this); a broken one is refused, logged."""
         return reload_catalog(self.pipeline, catalog)
 
-    @property
-    def ready(self) -> bool:
-        return self._ready and not self.receiving.stopping
-
     def start(self) -> Service:
         """Listen on the configured ports (OSError, with everything started so far stopped, when one is taken)."""
-        try:
-            open_listeners(self)
-        except OSError:
-            self.stop()
-            raise
+        self._listen()
         self._ready = True
         return self
 
@@ -141,55 +194,21 @@ class Service:
 
     def stop(self) -> None:
         """Graceful shutdown: refuse new spans, evaluate and forward the accepted ones, close runs, flush."""
-        if self._stopped:
+        if not self._stop_receiving():
             return
-        self._stopped = True
-        self.receiving.stopping = True
         timeout = self.config.drain_timeout_s
-        for receiver in (self.grpc, self.http):
-            if receiver is not None:
-                receiver.stop()
         finished = self.intake.stop(timeout)
         if self.forwarder is not None:
             self.forwarder.shutdown(timeout if finished else 0.0)
         if not finished:  # it waited on a next hop that hangs; the forwarder now abandons (counted) instead
             self.intake.stop(timeout)
-        close_endpoints(self._closers, self._status)
+        self._close_endpoints()
         self.metrics.close()
         log_stopped(self.serve_metrics)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forwarder is not None:
             self.forwarder.put(spans)
-
-
-def open_listeners(service: Any) -> None:
-    """A service's /metrics (with health) and its receivers, as its config says (OSError when a port is taken)."""
-    config = service.config
-    if config.metrics_port is not None and service.registry is not None:
-        addr = config.metrics_bind or config.bind
-        service._status = serve_status(service.registry, lambda: service.ready, port=config.metrics_port, addr=addr)
-        service.metrics_address = service._status[0].server_address[:2]
-    if config.grpc_port is not None:
-        service.grpc = GrpcReceiver(service.receiving, host=config.bind, port=config.grpc_port,
-                                    token=config.bearer_token, tls=config.tls).start()
-    if config.http_port is not None:
-        service.http = HttpReceiver(service.receiving, host=config.bind, port=config.http_port,
-                                    token=config.bearer_token, tls=config.tls).start()
-
-
-def close_endpoints(closers: list[Callable[[], Any]], status: tuple[Any, Any] | None) -> None:
-    """The last shutdown steps of a service: its closers (reload watchers), then its /metrics server."""
-    for close in closers:
-        try:
-            close()
-        except Exception:  # noqa: BLE001 - shutdown goes on
-            logger.exception("otel-agent-eval serve: shutdown step failed")
-    if status is not None:
-        server, thread = status
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def log_stopped(m: ServeMetrics) -> None:

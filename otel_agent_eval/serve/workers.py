@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,10 @@ from ..config.settings import Settings
 from ..metrics import names as n
 from ..metrics.families import catalog_families, family
 from ..otel.wiring import resolve
-from .grpc_receiver import GrpcReceiver
-from .http_receiver import HttpReceiver
-from .payload import PROTOBUF, PayloadError, TooLarge, Unsupported, checked_body
-from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNSUPPORTED, Answer, Receiving
+from .payload import PROTOBUF, PayloadError, checked_body
+from .receive import FULL, STOPPING, Answer, Receiving
 from .self_metrics import ServeMetrics
-from .service import COLLECT_WAIT_S, ServeConfig, close_endpoints, log_stopped, open_listeners
+from .service import COLLECT_WAIT_S, Listening, ServeConfig, log_stopped
 from .split import Part, split_body
 from .worker import BATCH, BATCH_HEADER, CONFIG, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP, read_frame, write_frame
 
@@ -388,12 +386,8 @@ class ShardedReceiving(Receiving):
         try:
             kind, data = checked_body(body, content_type, encoding, limit=self.max_bytes)
             parts = split_body(data, kind, pool.size)
-        except TooLarge as exc:
-            return self._answer(transport, Answer(TOO_LARGE, str(exc)))
-        except Unsupported as exc:
-            return self._answer(transport, Answer(UNSUPPORTED, str(exc)))
         except PayloadError as exc:
-            return self._answer(transport, Answer(INVALID, str(exc)))
+            return self._unreadable_body(transport, exc)
         results = pool.submit(parts, kind)
         if results is None:
             self.metrics.spans(transport, "refused", sum(count for _, _, count in parts))
@@ -405,17 +399,13 @@ class ShardedReceiving(Receiving):
             else:
                 taken += result[0]
                 problems += result[1]
-        self.metrics.spans(transport, "accepted", taken)
-        self.metrics.spans(transport, "invalid", len(problems))
+        self._count_taken(transport, taken, problems)
         if lost:  # a worker ended with this request's part: the sender sends it again
             self.metrics.spans(transport, "refused", lost)
             if self.stopping or pool.stopping:
                 return self._answer(transport, Answer(STOPPING, "shutting down; send to another replica or retry later"))
             return self._answer(transport, Answer(FULL, f"an evaluation worker restarted; retry after {self.retry_after_s}s"))
-        message = ""
-        if problems:
-            message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
-        return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
+        return self._accepted(transport, problems)
 
 
 class _MainFamilies:
@@ -437,10 +427,8 @@ class _MainFamilies:
                                 value=pool.total("held_back"))
 
 
-class WorkerService:
+class WorkerService(Listening):
     """`otel-agent-eval serve --workers N` (N > 1): the same interface as `Service`, the evaluation in N processes."""
-
-    metrics_address: tuple[str, int] | None = None
 
     def __init__(self, config: ServeConfig = ServeConfig(), *, workers: int, settings: Settings | None = None,
                  catalog: Catalog | PathLike | None = None, log_level: str = "INFO") -> None:
@@ -473,31 +461,15 @@ class WorkerService:
         self.registry.register(_MainFamilies(self))
         self.registry.register(self.serve_metrics)
         MultiProcessCollector(self.registry, path=self.pool.directory)
-        self.grpc: GrpcReceiver | None = None
-        self.http: HttpReceiver | None = None
-        self._status: tuple[Any, Any] | None = None
-        self._closers: list[Callable[[], Any]] = []
-        self._ready = False
-        self._stopped = False
+        super().__init__()
         self._settings = settings
-
-    @property
-    def ready(self) -> bool:
-        return self._ready and not self.receiving.stopping
-
-    def close_on_shutdown(self, close: Callable[[], Any]) -> None:
-        self._closers.append(close)
 
     def start(self) -> WorkerService:
         """Start the workers, then listen; ValueError (a worker cannot start) or OSError (a port is taken)."""
         from ..otel.reload import reload_on_sighup, watch_catalog
 
         self.pool.start()
-        try:
-            open_listeners(self)
-        except OSError:
-            self.stop()
-            raise
+        self._listen()
         if self._settings.catalog_poll_seconds > 0 and self._catalog_path is not None:
             watch_catalog(self, self._catalog_path, self._settings.catalog_poll_seconds)
         if self._settings.reload_on_sighup:
@@ -522,14 +494,9 @@ class WorkerService:
 
     def stop(self) -> None:
         """Graceful shutdown: not ready, stop the receivers, let every worker drain, close runs and flush, then exit."""
-        if self._stopped:
+        if not self._stop_receiving():
             return
-        self._stopped = True
-        self.receiving.stopping = True
-        for receiver in (self.grpc, self.http):
-            if receiver is not None:
-                receiver.stop()
         self.pool.stop(self.config.drain_timeout_s)
-        close_endpoints(self._closers, self._status)
+        self._close_endpoints()
         self.pool.close()
         log_stopped(self.serve_metrics)
