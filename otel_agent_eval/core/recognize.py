@@ -212,8 +212,11 @@ class ToolCallRecord:
 
     @property
     def tool_type(self) -> str | None:
-        value = _first(self._attrs, self._conv.tool_type)
-        return _label(value) if value is not None else None
+        for key in self._conv.tool_type:
+            value = self._attrs.get(key)
+            if value is not None:
+                return _label(value)
+        return None
 
     type = tool_type
 
@@ -473,6 +476,9 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
+_ERROR = StatusCode.ERROR
+
+
 def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention) -> ToolCallRecord:
     """Build the record for a span already known to be a tool call under `convention`.
 
@@ -508,13 +514,18 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
 
     error = error_message = None
     error_type = attrs.get(c.ERROR_TYPE)
-    if error_type is not None or (status is not None and status.status_code is StatusCode.ERROR):
+    if error_type is not None or (status is not None and status.status_code is _ERROR):
         error = _label(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
         error_message = getattr(status, "description", None)
 
     events = ((fields.get("_events", ()) if fields else getattr(span, "events", ()))
               if convention.argument_events else ())
-    agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
+    agent = None
+    for key in convention.agent:  # the first agent name set, as text
+        value = attrs.get(key)
+        if value is not None:
+            agent = _as_text(value)
+            break
     if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
     return ToolCallRecord(

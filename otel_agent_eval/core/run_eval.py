@@ -68,7 +68,7 @@ class RunEvaluator:
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
         calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else list(run.tool_calls)
-        shape = self._shape(tuple(r.name for r in calls), route)
+        shape = self._shape(tuple([r.name for r in calls]), route)
         completed, why = self._completion(run, calls)
         validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
         spurious, redundant = shape.spurious, _redundant(calls, shape.repeated) if shape.repeated else ()
@@ -83,13 +83,10 @@ class RunEvaluator:
         hallucination_free = self._hallucination_free(run) if self.hallucination is not None else None
         duration = run.duration_s
         health = _health(completed, accuracy, hallucination_free, duration, tool_cost + llm_cost)
-        return RunEvaluation(
-            completed=completed, completion_reason=why, tool_accuracy=accuracy, argument_validity=validity,
-            order_accuracy=shape.order, call_precision=precision, invalid_calls=invalid, spurious_calls=spurious,
-            redundant_calls=redundant, over_budget=bool(route and route.max_calls and len(calls) > route.max_calls),
-            tool_correctness=shape.correctness, tool_cost_usd=tool_cost, llm_cost_usd=llm_cost, unpriced_models=unpriced,
-            duration_s=duration, hallucination_free=hallucination_free, health=health,
-            arguments_not_captured=not_captured, loops=loops,
+        return RunEvaluation(  # positional, in field order: keywords cost a third more, once per run
+            completed, why, accuracy, validity, shape.order, precision, invalid, spurious, redundant,
+            bool(route and route.max_calls and len(calls) > route.max_calls), shape.correctness, tool_cost, llm_cost,
+            unpriced, duration, hallucination_free, health, not_captured, loops,
         )
 
     def _shape(self, names: tuple[str, ...], route: TaskRoute | None) -> _Shape:
@@ -148,7 +145,8 @@ class RunEvaluator:
             if compiled is None:
                 continue
             validator, fast = compiled
-            arguments = _as_schema_expects(arguments, validator.schema)
+            if len(arguments) == 1 and "input" in arguments:  # plain text input: maybe the schema's one argument
+                arguments = _as_schema_expects(arguments, validator.schema)
             if fast is not None and fast(arguments):  # valid: the common case, without jsonschema
                 checked += 1
                 continue
@@ -268,9 +266,7 @@ def price_of(models: Mapping[str, ModelPrice], model: str | None) -> ModelPrice 
 
 def _as_schema_expects(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
     """Plain-text input (OpenInference records a one-argument tool's input as bare text, read as
-    {"input": text}) is the value of the schema's single argument."""
-    if len(arguments) != 1 or "input" not in arguments:
-        return arguments
+    {"input": text}, the only arguments this is called for) is the value of the schema's single argument."""
     properties = schema.get("properties") or {}
     if "input" in properties:
         return arguments

@@ -186,14 +186,15 @@ class RunTracker:
 
     def add_call(self, trace_id: int, record: ToolCallRecord, score: CallScore) -> None:
         with self._lock:
-            trace = self._trace(trace_id)
-            run = trace.innermost()
+            trace = self._traces.get(trace_id) or self._trace(trace_id)
+            run = trace.agents[-1] if trace.agents else trace.innermost()
             if len(run.calls) < self._max_calls:
                 run.calls.append(record)
                 run.scores.append(score)
             else:
                 run.dropped += 1
-            self._note_parent(trace, run, record)
+            if record.parent_span_id != run.span_id:
+                self._note_parent(trace, run, record)
 
     def add_llm(self, trace_id: int, call: LLMCall) -> None:
         with self._lock:
@@ -237,9 +238,11 @@ class RunTracker:
             if trace is None:
                 return []
             if self._agent_spans.pop(span_id, None) is not None:
-                run = next((r for r in reversed(trace.agents) if r.span_id == span_id), None)
+                agents = trace.agents
+                run = (agents[-1] if agents and agents[-1].span_id == span_id  # the innermost, as a rule
+                       else next((r for r in reversed(agents) if r.span_id == span_id), None))
                 if run is not None:
-                    trace.agents.remove(run)
+                    agents.remove(run)
                     closed.append(self._close_agent(trace, run, span, agent_at_end))
             elif agent_at_end is not None:  # an agent only recognisable at its end
                 closed.append(self._close_agent(trace, self._adopt(trace, span, agent_at_end), span, agent_at_end))
@@ -348,8 +351,10 @@ class RunTracker:
         start, end = _ns(span.start_time), _ns(span.end_time)
         if len(trace.closed_agents) < self._max_calls:
             trace.closed_agents.append((start, end))
-        self._take_loose(trace, run, start, end)
-        mine = [p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns and (p.record.end_ns or 0) <= end]
+        if trace.root_run is not None:
+            self._take_loose(trace, run, start, end)
+        mine = ([p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns
+                 and (p.record.end_ns or 0) <= end] if trace.pending else [])
         if mine:
             taken = {id(p) for p in mine}
             trace.pending = [p for p in trace.pending if id(p) not in taken]
@@ -391,8 +396,7 @@ def _finish(run: _OpenRun, span: ReadableSpan | None, kind: str, closed_by: str)
     agent = run.agent or next((rec.agent for rec in run.calls if rec.agent), None)
     if agent is None and kind == TRACE_RUN:  # a root that names no agent: llama-index's `FunctionAgent.run` CHAIN
         agent = name_from_span_name(run.name, suffixed=True)
-    return AgentRun(
-        trace_id=trace_id, root_span_id=run.span_id, root_name=run.name, agent=agent, kind=kind,
-        start_ns=run.start_ns, end_ns=end_ns, status=status, error=error, tool_calls=run.calls,
-        scores=run.scores, llm_calls=run.llm, root_attributes=attrs, calls_dropped=run.dropped, closed_by=closed_by,
+    return AgentRun(  # positional, in field order: keywords cost twice as much, once per run
+        trace_id, run.span_id, run.name, agent, kind, run.start_ns, end_ns, status, error, run.calls, run.scores, run.llm,
+        attrs, run.dropped, closed_by,
     )

@@ -30,6 +30,10 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _any(value: Any) -> bool:
+    return True
+
+
 def compile_check(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
     """A predicate `valid(arguments) -> bool` for the simple subset, or None for any other schema."""
     if not isinstance(schema, Mapping) or not _TOP_KEYS.issuperset(schema) or schema.get("type") != "object":
@@ -80,6 +84,9 @@ def _property_check(prop: Any) -> Callable[[Any], bool] | None:
     for bound in (minimum, maximum):
         if bound is not None and type(bound) not in (int, float):
             return None
+
+    if min_length is None and max_length is None and minimum is None and maximum is None:
+        return is_type or _any  # a type alone (the usual property): its test is the whole check
 
     def check(value: Any) -> bool:
         if is_type is not None and not is_type(value):

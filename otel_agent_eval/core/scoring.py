@@ -96,6 +96,7 @@ class Scorer:
         self.default_profile = catalog.profile(profile)
         self.thresholds = catalog.thresholds_for(environment)
         self._route_keys = tuple(sorted({k for r in catalog.tasks for k in r.match if k != c.GEN_AI_AGENT_NAME}))
+        self.uses_resource = bool(self._route_keys)  # whether any route matches on attributes other than the agent name
         self._route_cache: dict[tuple[Any, ...], TaskRoute | None] = {}
         self._routes = _RouteIndex(catalog.tasks)
         self._by_capability: dict[str, list[Tool]] = {}
@@ -113,23 +114,17 @@ class Scorer:
         """The run health score (0-100) that passes: the environment's `fail` level, scaled."""
         return 100 * self.thresholds.fail
 
-    @property
-    def uses_resource(self) -> bool:
-        """Whether any route matches on attributes other than the agent name."""
-        return bool(self._route_keys)
 
     def route(self, agent: str | None = None, attributes: Mapping[str, Any] | None = None,
               resource: Mapping[str, Any] | None = None) -> TaskRoute | None:
         """The first task route matching the call's agent and span/resource attributes (cached)."""
-        attributes = attributes or {}
-        resource = resource or {}
-        if not self._route_keys:  # routes match on the agent alone (the packaged catalog's do)
+        if not self._route_keys:  # routes match on the agent alone (the packaged catalog's do): one look-up
             route = self._route_cache.get(agent, _MISS)
-            if route is not _MISS:
-                return route
-            key: Any = agent
-        else:
-            key = (agent, *(attributes.get(k, resource.get(k)) for k in self._route_keys))
+            return route if route is not _MISS else self._cached(agent, agent, {}, {})  # type: ignore[return-value]
+        attributes, resource = attributes or {}, resource or {}
+        return self._cached((agent, *(attributes.get(k, resource.get(k)) for k in self._route_keys)), agent, attributes, resource)
+
+    def _cached(self, key: Any, agent: str | None, attributes: Mapping[str, Any], resource: Mapping[str, Any]) -> TaskRoute | None:
         try:
             return self._route_cache[key]
         except KeyError:
@@ -172,7 +167,9 @@ class Scorer:
         """The call's score: the catalog-fixed part, plus what this span observed. Excess latency is the
         observed duration beyond the catalog's expected latency of the task's optimal tool, for every
         call (the optimal tool's own included); the efficiency score compares catalog latencies only."""
-        static = self.static_score(record.name, route)
+        static = self._static.get((route.name if route is not None else UNROUTED, record.name))
+        if static is None:
+            static = self.static_score(record.name, route)
         duration = record.duration_s
         outcome = ERROR if record.error is not None else static.outcome
         optimal_latency = static.optimal_latency_s

@@ -251,9 +251,10 @@ class EvalMetrics:
                     series.agent_duration.observe(duration, trace_id, now)
                 series.agent_tool_calls.observe(calls)
                 series.agent_inference_calls.observe(len(run.llm_calls))
-            redundant = self._run_tool_labels(evaluation.redundant_calls, series.redundant)
-            spurious = self._run_tool_labels(evaluation.spurious_calls, series.spurious)
-            loops = self._run_tool_labels(evaluation.loops, series.loops)
+            labels = self._run_tool_labels
+            redundant = labels(evaluation.redundant_calls, series.redundant) if evaluation.redundant_calls else []
+            spurious = labels(evaluation.spurious_calls, series.spurious) if evaluation.spurious_calls else []
+            loops = labels(evaluation.loops, series.loops) if evaluation.loops else []
             series.over_budget += evaluation.over_budget
             if evaluation.unpriced_models:
                 self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
@@ -343,10 +344,9 @@ class EvalMetrics:
 
     def _run_tool_labels(self, tools: tuple[str, ...], counts: Counter[str]) -> list[str]:
         """Count a run's tools (redundant, spurious calls, loops) in `counts`, as labelled; the labels."""
-        if not tools:
-            return []
         labels = [self._run_tool_label(tool, counts) for tool in tools]
-        counts.update(labels)
+        for label in labels:  # Counter.update's own checks cost more than this
+            counts[label] += 1
         return labels
 
     def _run_tool_label(self, tool: str, counts: Counter[str]) -> str:

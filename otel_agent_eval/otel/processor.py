@@ -158,12 +158,14 @@ class AgentEvalSpanProcessor(SpanProcessor):
         """The hand-off thread: one item at a time, in span order."""
         kind, span, extra = item
         if kind == _START:
-            self._forward(self.pipeline.agent_started(span, extra))
+            out = self.pipeline.agent_started(span, extra)
         else:
-            self._forward(self.pipeline.ended(span, extra))
+            out = self.pipeline.ended(span, extra)
             parent = span.parent
             if parent is None or parent.is_remote:  # a local root: its trace is done here
                 self._active.pop(span.context.trace_id, None)
+        if self.forward_to is not None:
+            self._forward(out)
         if len(self._active) > self._active_limit:  # roots that never ended here: forget the oldest half
             tracked = self.runs.tracked
             for trace_id in [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]:
