@@ -131,6 +131,7 @@ class EvalMetrics:
         self.catalog = catalog
         self.catalog_fallback = False  # the configured catalog failed to load; the packaged one scores
         self.counters: Counter[str] = Counter()
+        self.scored = 0  # tool calls scored: the one counter of every call, a plain int under the lock
         self.seen = Tally()  # bumped on the app's threads, so lock-free
         self.ignored = Tally()
         self.unscored = Tally()
@@ -171,7 +172,7 @@ class EvalMetrics:
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
         self.budget = b.SampleBudget(self._max_samples)
-        self.counters = Counter()
+        self.counters, self.scored = Counter(), 0
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         self.dropped_downstream = Tally()
         if self.mirror is not None:
@@ -199,7 +200,7 @@ class EvalMetrics:
         static = score.static
         duration = score.duration_s
         with self._lock:
-            self.counters["spans_scored"] += 1
+            self.scored += 1
             key = (static.tool, agent or "")
             series = self._series.get(key)
             if series is None:
@@ -425,7 +426,7 @@ class EvalMetrics:
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
-        values = {**counters, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,
+        values = {**counters, "spans_scored": self.scored, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,
                   "spans_unscored": self.unscored.value, "tool_calls_unscored": self.tool_calls_unscored.value,
                   "spans_dropped_downstream": self.dropped_downstream.value}
         for name, doc in n.SELF_COUNTERS.items():
