@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +24,6 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..core import conventions as c
-from ..core.pipeline import Pipeline
 from ..core.recognize import agent_at_start, attribute_dict, convention_of
 from .handoff import DEFAULT_LIMIT, SpanQueue
 from .reload import reload_catalog
