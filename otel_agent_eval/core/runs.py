@@ -186,15 +186,14 @@ class RunTracker:
 
     def add_call(self, trace_id: int, record: ToolCallRecord, score: CallScore) -> None:
         with self._lock:
-            trace = self._traces.get(trace_id) or self._trace(trace_id)
-            run = trace.agents[-1] if trace.agents else trace.innermost()
+            trace = self._trace(trace_id)
+            run = trace.innermost()
             if len(run.calls) < self._max_calls:
                 run.calls.append(record)
                 run.scores.append(score)
             else:
                 run.dropped += 1
-            if record.parent_span_id != run.span_id:
-                self._note_parent(trace, run, record)
+            self._note_parent(trace, run, record)
 
     def add_llm(self, trace_id: int, call: LLMCall) -> None:
         with self._lock:
@@ -238,12 +237,11 @@ class RunTracker:
             if trace is None:
                 return []
             if self._agent_spans.pop(span_id, None) is not None:
-                agents = trace.agents
-                run = (agents[-1] if agents and agents[-1].span_id == span_id  # the innermost, as a rule
-                       else next((r for r in reversed(agents) if r.span_id == span_id), None))
-                if run is not None:
-                    agents.remove(run)
-                    closed.append(self._close_agent(trace, run, span, agent_at_end))
+                for run in reversed(trace.agents):  # the innermost, as a rule
+                    if run.span_id == span_id:
+                        trace.agents.remove(run)
+                        closed.append(self._close_agent(trace, run, span, agent_at_end))
+                        break
             elif agent_at_end is not None:  # an agent only recognisable at its end
                 closed.append(self._close_agent(trace, self._adopt(trace, span, agent_at_end), span, agent_at_end))
             if is_root:
@@ -351,8 +349,7 @@ class RunTracker:
         start, end = _ns(span.start_time), _ns(span.end_time)
         if len(trace.closed_agents) < self._max_calls:
             trace.closed_agents.append((start, end))
-        if trace.root_run is not None:
-            self._take_loose(trace, run, start, end)
+        self._take_loose(trace, run, start, end)
         mine = ([p for p in trace.pending if p.record.start_ns is not None and start <= p.record.start_ns
                  and (p.record.end_ns or 0) <= end] if trace.pending else [])
         if mine:

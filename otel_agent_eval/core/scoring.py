@@ -114,7 +114,6 @@ class Scorer:
         """The run health score (0-100) that passes: the environment's `fail` level, scaled."""
         return 100 * self.thresholds.fail
 
-
     def route(self, agent: str | None = None, attributes: Mapping[str, Any] | None = None,
               resource: Mapping[str, Any] | None = None) -> TaskRoute | None:
         """The first task route matching the call's agent and span/resource attributes (cached)."""
@@ -167,9 +166,7 @@ class Scorer:
         """The call's score: the catalog-fixed part, plus what this span observed. Excess latency is the
         observed duration beyond the catalog's expected latency of the task's optimal tool, for every
         call (the optimal tool's own included); the efficiency score compares catalog latencies only."""
-        static = self._static.get((route.name if route is not None else UNROUTED, record.name))
-        if static is None:
-            static = self.static_score(record.name, route)
+        static = self.static_score(record.name, route)
         duration = record.duration_s
         outcome = ERROR if record.error is not None else static.outcome
         optimal_latency = static.optimal_latency_s

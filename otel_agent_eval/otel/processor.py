@@ -31,7 +31,7 @@ from .wiring import build_pipeline
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
-_OP, _EXECUTE_TOOL = c.GEN_AI_OPERATION_NAME, c.OP_EXECUTE_TOOL  # GenAI's kind key, checked first: the common case
+_OP, _EXECUTE_TOOL = c.GEN_AI_OPERATION_NAME, c.OP_EXECUTE_TOOL
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
@@ -132,7 +132,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         try:
             attrs = attribute_dict(span)
             pipeline = self.pipeline
-            if _OP in attrs or pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
+            if pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
                 self._active[span.context.trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
@@ -164,8 +164,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             parent = span.parent
             if parent is None or parent.is_remote:  # a local root: its trace is done here
                 self._active.pop(span.context.trace_id, None)
-        if self.forward_to is not None:
-            self._forward(out)
+        self._forward(out)
         if len(self._active) > self._active_limit:  # roots that never ended here: forget the oldest half
             tracked = self.runs.tracked
             for trace_id in [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]:
