@@ -192,7 +192,9 @@ def _processor(key: str, **options: Any) -> SpanProcessor | None:
 
 
 def _provider(processor: SpanProcessor | None) -> TracerProvider:
-    provider = TracerProvider()
+    # not shut down at exit: the SDK's atexit hook would keep every provider, and all its processor holds,
+    # alive to the end, and the full bench's later sections would pay for that heap in GC pauses
+    provider = TracerProvider(shutdown_on_exit=False)
     if processor is not None:
         provider.add_span_processor(processor)
     return provider
@@ -307,7 +309,7 @@ def _finished_runs(runs: int) -> list[tuple[bool, Any, Context | None]]:
     """Whole runs ended on a provider, as (is_start, span, parent context) calls to replay into a processor:
     exactly what the SDK hands `on_start` (the live span) and `on_end` (its finished copy)."""
     recorder = _Recorder()
-    provider = TracerProvider()
+    provider = TracerProvider(shutdown_on_exit=False)  # see _provider
     provider.add_span_processor(recorder)
     tracer = provider.get_tracer(__name__)
     for r in range(runs):
@@ -361,6 +363,7 @@ def _count_samples(body: bytes) -> int:
 
 def scrape_under_load(seconds: float, pause_s: float = SCRAPE_PAUSE_S) -> dict[str, Any]:
     """One thread ends whole runs flat out into the processor; another scrapes the registry repeatedly."""
+    gc.collect()  # GC stays on here, as in an app: not with the garbage of the sections before (a 170 ms pause)
     registry = CollectorRegistry()
     processor = _processor("ours", registry=registry)
     provider = _provider(processor)
