@@ -212,11 +212,8 @@ class ToolCallRecord:
 
     @property
     def tool_type(self) -> str | None:
-        for key in self._conv.tool_type:
-            value = self._attrs.get(key)
-            if value is not None:
-                return _label(value)
-        return None
+        value = _first(self._attrs, self._conv.tool_type)
+        return _label(value) if value is not None else None
 
     type = tool_type
 
@@ -520,12 +517,7 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
 
     events = ((fields.get("_events", ()) if fields else getattr(span, "events", ()))
               if convention.argument_events else ())
-    agent = None
-    for key in convention.agent:  # the first agent name set, as text
-        value = attrs.get(key)
-        if value is not None:
-            agent = _as_text(value)
-            break
+    agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
     if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
     return ToolCallRecord(

@@ -31,7 +31,6 @@ from .wiring import build_pipeline
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
-_OP, _EXECUTE_TOOL = c.GEN_AI_OPERATION_NAME, c.OP_EXECUTE_TOOL
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
@@ -114,7 +113,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             attrs = attribute_dict(span)
-            name = (None if attrs.get(_OP) == _EXECUTE_TOOL  # agent_name_of's first rule, sooner
+            name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
                     else agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs)))
             if name is not None:
                 self._active[span.context.trace_id] = None
