@@ -5,6 +5,7 @@ import json
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -12,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from otel_agent_eval import AgentEvalSpanProcessor, tool_call_from_span
 from otel_agent_eval.config.catalog import AttributeMapping
-from otel_agent_eval.core.recognize import MAX_ARGUMENT_CHARS, attribute_dict
+from otel_agent_eval.core.recognize import MAX_ARGUMENT_CHARS, SpanFacts, attribute_dict, span_facts
 from spans import finished_span
 
 GENAI_TOOL = {
@@ -142,6 +143,32 @@ def test_attribute_dict_reads_the_sdk_dict_without_copying():
     inner = attribute_dict(span)
     assert type(inner) is dict and inner == dict(span.attributes)
     assert inner is span._attributes._dict
+
+
+def test_span_facts_read_the_sdk_fields_as_the_properties_do():
+    # Pins the SDK internals the fast path relies on (_context, _parent, _start_time, _end_time; SpanContext a tuple
+    # of trace id, span id, is_remote), against the public properties, for a local child, a local root and a
+    # span under a remote parent; a span of another implementation is read through its properties.
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("root"):
+        tracer.start_span("child").end()
+    sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    remote = trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(7, 9, is_remote=True, trace_flags=sampled)))
+    tracer.start_span("under a remote parent", context=remote).end()
+    for span in exporter.get_finished_spans():
+        parent = span.parent
+        expected = SpanFacts(span.context.trace_id, span.context.span_id, parent.span_id if parent else None,
+                             parent is None or parent.is_remote, span.start_time, span.end_time)
+        assert span_facts(span) == expected
+
+        class Other:  # no SDK fields: only the properties
+            context, parent, start_time, end_time = span.context, span.parent, span.start_time, span.end_time
+
+        assert span_facts(Other()) == expected
+    assert [span_facts(s).is_root for s in exporter.get_finished_spans()] == [False, True, True]
 
 
 _values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=50),

@@ -29,8 +29,8 @@ from ..config.catalog import AttributeMapping, Catalog
 from . import conventions as c
 from .enrich import (EVALUATION_EVENTS, EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
-from .recognize import (ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of, custom_convention,
-                        llm_call_of, read_tool_call)
+from .recognize import (SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of,
+                        custom_convention, llm_call_of, read_tool_call, span_facts)
 from .redact import Redactor
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
@@ -190,31 +190,36 @@ class Pipeline:
 
     # -- spans -----------------------------------------------------------------------
 
-    def agent_started(self, span: Any, name: str) -> list[ReadableSpan]:
+    def agent_started(self, span: Any, name: str, facts: SpanFacts | None = None) -> list[ReadableSpan]:
         """An agent span started (a hint from `on_start`); returns spans of runs the bounds closed meanwhile."""
         try:
-            context = span.context
-            self.runs.agent_started(context.trace_id, context.span_id, name, span.start_time)
+            if facts is None:
+                facts = span_facts(span)
+            self.runs.agent_started(facts.trace_id, facts.span_id, name, facts.start_ns)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.failed("on_start", exc)
-        return self._outgoing(self._release_closed_early()) if self.runs.closed_early_waiting else []
+        return self._outgoing(self._release_closed_early()) if self.runs.early_closed else []
 
-    def ended(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> list[ReadableSpan]:
-        """Everything one finished span does; returns the spans to forward now (never raises)."""
+    def ended(self, span: ReadableSpan, attrs: Mapping[str, Any] | None = None,
+              facts: SpanFacts | None = None) -> list[ReadableSpan]:
+        """Everything one finished span does; returns the spans to forward now (never raises).
+        `attrs` and `facts` (its `attribute_dict` and `span_facts`) when the caller has read them already."""
         forward: list[ReadableSpan] = [span]
         try:
             if attrs is None:
                 attrs = attribute_dict(span)
+            if facts is None:
+                facts = span_facts(span)
             state = self.state
             convention = convention_of(attrs, state.custom, state.catalog.ignore_tools)
             if convention is not None:
-                forward = self._tool_span(span, attrs, convention)
+                forward = self._tool_span(span, attrs, convention, facts)
             else:
                 self.sink.span_ignored()
-                forward = self._other_span(span, attrs)
+                forward = self._other_span(span, attrs, facts)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.failed("on_end", exc)
-        if self.runs.closed_early_waiting:  # runs the bounds closed while handling this span
+        if self.runs.early_closed:  # runs the bounds closed while handling this span
             forward = self._release_closed_early() + forward
         return self._outgoing(forward)
 
@@ -246,14 +251,14 @@ class Pipeline:
             self.failed("close runs early", exc)
         return released
 
-    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention) -> list[ReadableSpan]:
-        record = read_tool_call(span, attrs, convention)
-        parent = span.parent
-        local_child = parent is not None and not parent.is_remote
+    def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention,
+                   facts: SpanFacts) -> list[ReadableSpan]:
+        record = read_tool_call(span, attrs, convention, facts)
+        local_child = not facts.is_root
         inner = self.runs.calls_under(record.trace_id, record.span_id)
         if inner and self._same_tool(record.name, inner):
             self.sink.count("nested_tool_spans")  # the call was scored on its inner span (MCP `tools/call`)
-            return [span] if local_child else self._close_runs(span, attrs, [span])
+            return [span] if local_child else self._close_runs(span, attrs, facts, [span])
         if record.agent is None:
             record.agent = self.runs.agent_of(record.trace_id)
             if (record.agent is None and local_child and (self._defer_all or self.state.defer_unrouted)
@@ -264,7 +269,7 @@ class Pipeline:
         out = [self._enriched(span, attrs, record, score)]
         if local_child:  # a tool span closes a run only as a root
             return out
-        return self._close_runs(span, attrs, out)
+        return self._close_runs(span, attrs, facts, out)
 
     def _same_tool(self, name: str, others: list[str]) -> bool:
         """Whether one of `others` is this tool: the same name, or the same catalog tool."""
@@ -272,14 +277,15 @@ class Pipeline:
         mine = tool(name)
         return any(other == name or (mine is not None and tool(other) is mine) for other in others)
 
-    def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> list[ReadableSpan]:
+    def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
         if llm is not None:
-            self.runs.add_llm(span.context.trace_id, llm._replace(span_id=span.context.span_id, start_ns=span.start_time))
-        return self._close_runs(span, attrs, [span])
+            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns))
+        return self._close_runs(span, attrs, facts, [span])
 
-    def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], out: list[ReadableSpan]) -> list[ReadableSpan]:
-        closed = self.runs.span_ended(span, agent_name_of(attrs, span.name))
+    def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts,
+                    out: list[ReadableSpan]) -> list[ReadableSpan]:
+        closed = self.runs.span_ended(span, facts, agent_name_of(attrs, span.name))
         if not closed:
             return out
         released: list[ReadableSpan] = []

@@ -25,7 +25,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanContext, StatusCode
 
 from . import conventions as c
 from ..config.catalog import DEFAULT_IGNORE_TOOLS, AttributeMapping
@@ -266,15 +266,52 @@ def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
     The SDK keeps a plain dict inside; reading it directly keeps non-tool spans
     under a microsecond (pinned by a test, in case the SDK changes its internals).
     """
+    try:
+        inner = span._attributes._dict  # type: ignore[attr-defined]
+        if type(inner) is dict:
+            return inner
+    except AttributeError:
+        pass
     attrs = getattr(span, "_attributes", None)
-    inner = getattr(attrs, "_dict", None)
-    if type(inner) is dict:
-        return inner
     if type(attrs) is dict:  # spans read from recorded or received OTLP (score, serve) and our copies
         return attrs
     if isinstance(attrs, Mapping):
         return attrs
     return span.attributes or {}
+
+
+class SpanFacts(NamedTuple):
+    """Where a finished span sits and when it ran: read once, then passed along its whole way through the core."""
+
+    trace_id: int
+    span_id: int
+    parent_id: int | None
+    is_root: bool  # no parent, or a remote one: the trace's local root
+    start_ns: Any  # as the span holds them (an int, unless the span is broken)
+    end_ns: Any
+
+
+def span_facts(span: ReadableSpan) -> SpanFacts:
+    """The span's ids and times. The SDK keeps them in fields (`_context`, `_parent`: a `SpanContext`, a
+    tuple of trace id, span id, is_remote, ...), and its properties would cost a Python call per read,
+    a dozen reads per span; spans of another implementation are read through the properties."""
+    try:
+        context, parent, start, end = span._context, span._parent, span._start_time, span._end_time  # type: ignore[attr-defined]
+    except AttributeError:
+        context, parent = getattr(span, "context", None), getattr(span, "parent", None)
+        start, end = getattr(span, "start_time", None), getattr(span, "end_time", None)
+    if type(context) is SpanContext:
+        trace_id, span_id = context[0], context[1]
+    else:
+        trace_id, span_id = getattr(context, "trace_id", 0) or 0, getattr(context, "span_id", 0) or 0
+    if parent is None:  # built by tuple.__new__: a NamedTuple's own __new__ is a Python call, a third of the cost
+        return _new_tuple(SpanFacts, (trace_id, span_id, None, True, start, end))
+    if type(parent) is SpanContext:
+        return _new_tuple(SpanFacts, (trace_id, span_id, parent[1], parent[2], start, end))
+    return SpanFacts(trace_id, span_id, getattr(parent, "span_id", None), bool(getattr(parent, "is_remote", False)), start, end)
+
+
+_new_tuple = tuple.__new__
 
 
 def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None,
@@ -476,20 +513,12 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 _ERROR = StatusCode.ERROR
 
 
-def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention) -> ToolCallRecord:
-    """Build the record for a span already known to be a tool call under `convention`.
-
-    Reads the SDK's span fields directly (`ReadableSpan` sets them in `__init__`; the public
-    properties would cost a Python call each), with the properties as fallback.
-    """
-    fields = getattr(span, "__dict__", None)
-    if fields and "_context" in fields:
-        start, end, status = fields.get("_start_time"), fields.get("_end_time"), fields.get("_status")
-        context, parent = fields.get("_context"), fields.get("_parent")
-    else:
-        fields = None
-        start, end, status = getattr(span, "start_time", None), getattr(span, "end_time", None), getattr(span, "status", None)
-        context, parent = getattr(span, "context", None), getattr(span, "parent", None)
+def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention,
+                   facts: SpanFacts | None = None) -> ToolCallRecord:
+    """Build the record for a span already known to be a tool call under `convention` (`facts`: its
+    `span_facts`, when the caller has them)."""
+    if facts is None:
+        facts = span_facts(span)
     problems: list[str] = []
     raw_name = attrs.get(convention.tool_name[0])
     name = raw_name if type(raw_name) is str else _as_text(raw_name)
@@ -503,6 +532,7 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
             problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(raw_name)})")
             name = fallback or "unknown"
 
+    start, end = facts.start_ns, facts.end_ns
     if type(start) is int and type(end) is int and 0 <= end - start < MAX_DURATION_NS:
         duration = (end - start) / 1e9
     else:
@@ -511,19 +541,22 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
 
     error = error_message = None
     error_type = attrs.get(c.ERROR_TYPE)
+    status = getattr(span, "_status", None) or getattr(span, "status", None)
     if error_type is not None or (status is not None and status.status_code is _ERROR):
         error = _label(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
         error_message = getattr(status, "description", None)
 
-    events = ((fields.get("_events", ()) if fields else getattr(span, "events", ()))
-              if convention.argument_events else ())
+    events = ()
+    if convention.argument_events:
+        events = getattr(span, "_events", None)
+        if events is None:
+            events = getattr(span, "events", ())
     agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
     if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
     return ToolCallRecord(
         name, attrs, convention, duration, start if type(start) is int else None, end if type(end) is int else None,
-        error, error_message, getattr(context, "trace_id", 0) or 0, getattr(context, "span_id", 0) or 0,
-        getattr(parent, "span_id", None), agent or None, problems, events,
+        error, error_message, facts.trace_id, facts.span_id, facts.parent_id, agent or None, problems, events,
     )
 
 

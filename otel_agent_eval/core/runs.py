@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.trace import StatusCode
 
-from .recognize import MAX_DURATION_NS, LLMCall, ToolCallRecord, attribute_dict, name_from_span_name
+from .recognize import MAX_DURATION_NS, LLMCall, SpanFacts, ToolCallRecord, attribute_dict, name_from_span_name
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -158,7 +158,7 @@ class RunTracker:
         self._ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._closed_early: list[ClosedRun] = []
+        self.early_closed: list[ClosedRun] = []  # runs the bounds closed, waiting for drain_closed_early()
         self.closed_early = Counter()  # reason -> runs closed before their root ended
 
     def __len__(self) -> int:
@@ -167,7 +167,7 @@ class RunTracker:
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's open runs are the parent's; start empty with a fresh lock."""
         self._lock = threading.Lock()
-        self._traces, self._agent_spans, self._closed_early = {}, {}, []
+        self._traces, self._agent_spans, self.early_closed = {}, {}, []
 
     # -- as spans start and end -----------------------------------------------------
 
@@ -223,12 +223,9 @@ class RunTracker:
             self._note_parent(trace, trace.innermost(), pending.record)
             return True
 
-    def span_ended(self, span: ReadableSpan, agent_at_end: str | None) -> list[ClosedRun]:
+    def span_ended(self, span: ReadableSpan, facts: SpanFacts, agent_at_end: str | None) -> list[ClosedRun]:
         """Close the runs this span's end completes: its agent run, and its trace's if it is the local root."""
-        context = span.context
-        trace_id, span_id = context.trace_id, context.span_id
-        parent = span.parent
-        is_root = parent is None or parent.is_remote
+        trace_id, span_id, is_root = facts.trace_id, facts.span_id, facts.is_root
         if trace_id not in self._traces or (span_id not in self._agent_spans and agent_at_end is None and not is_root):
             return []
         closed: list[ClosedRun] = []
@@ -240,13 +237,14 @@ class RunTracker:
                 for run in reversed(trace.agents):  # the innermost, as a rule
                     if run.span_id == span_id:
                         trace.agents.remove(run)
-                        closed.append(self._close_agent(trace, run, span, agent_at_end))
+                        closed.append(self._close_agent(trace, run, span, facts, agent_at_end))
                         break
             elif agent_at_end is not None:  # an agent only recognisable at its end
-                closed.append(self._close_agent(trace, self._adopt(trace, span, agent_at_end), span, agent_at_end))
+                run = self._adopt(trace, span, facts, agent_at_end)
+                closed.append(self._close_agent(trace, run, span, facts, agent_at_end))
             if is_root:
                 del self._traces[trace_id]
-                closed.extend(self._close_trace(trace, span, "end"))
+                closed.extend(self._close_trace(trace, span, facts, "end"))
         return [c for c in closed if c is not None]
 
     @property
@@ -254,26 +252,22 @@ class RunTracker:
         """The traces with open runs (read-only view for the processor's bookkeeping)."""
         return self._traces
 
-    @property
-    def closed_early_waiting(self) -> bool:
-        return bool(self._closed_early)
-
     def drain_closed_early(self) -> list[ClosedRun]:
         """Runs closed by the bounds (TTL, capacity) since the last call; their pending calls need scoring."""
-        if not self._closed_early:
+        if not self.early_closed:
             return []
         with self._lock:
-            out, self._closed_early = self._closed_early, []
+            out, self.early_closed = self.early_closed, []
         return out
 
     def close_all(self, reason: str = "shutdown") -> list[ClosedRun]:
         with self._lock:
             traces, self._traces = list(self._traces.values()), {}
             self._agent_spans.clear()
-            out = [c for t in traces for c in self._close_trace(t, None, reason)]
+            out = [c for t in traces for c in self._close_trace(t, None, None, reason)]
             if out:
                 self.closed_early[reason] += len(out)
-            out, self._closed_early = self._closed_early + out, []
+            out, self.early_closed = self.early_closed + out, []
         return out
 
     @property
@@ -313,14 +307,14 @@ class RunTracker:
         trace = self._traces.pop(trace_id)
         for run in trace.agents:
             self._agent_spans.pop(run.span_id, None)
-        closed = self._close_trace(trace, None, reason)
+        closed = self._close_trace(trace, None, None, reason)
         self.closed_early[reason] += len(closed) or 1
-        self._closed_early.extend(closed)
+        self.early_closed.extend(closed)
 
-    def _adopt(self, trace: _OpenTrace, span: ReadableSpan, agent: str) -> _OpenRun:
+    def _adopt(self, trace: _OpenTrace, span: ReadableSpan, facts: SpanFacts, agent: str) -> _OpenRun:
         """A run for an agent seen only at its end: the trace's loose calls inside its time range."""
-        start, end = _ns(span.start_time), _ns(span.end_time)
-        run = _OpenRun(span.context.span_id, span.name, agent, span.start_time)
+        start, end = _ns(facts.start_ns), _ns(facts.end_ns)
+        run = _OpenRun(facts.span_id, span.name, agent, facts.start_ns)
         run.nested = sum(1 for s, e in trace.closed_agents if start <= s and e <= end)
         self._take_loose(trace, run, start, end)
         return run
@@ -341,12 +335,13 @@ class RunTracker:
         run.llm += [call for call in loose.llm if type(call.start_ns) is int and start <= call.start_ns <= end]
         loose.llm = [call for call in loose.llm if not (type(call.start_ns) is int and start <= call.start_ns <= end)]
 
-    def _close_agent(self, trace: _OpenTrace, run: _OpenRun, span: ReadableSpan, agent_at_end: str | None) -> ClosedRun | None:
+    def _close_agent(self, trace: _OpenTrace, run: _OpenRun, span: ReadableSpan, facts: SpanFacts,
+                     agent_at_end: str | None) -> ClosedRun | None:
         if trace.agents:
             trace.agents[-1].nested += 1
         elif trace.root_run is not None:
             trace.root_run.nested += 1
-        start, end = _ns(span.start_time), _ns(span.end_time)
+        start, end = _ns(facts.start_ns), _ns(facts.end_ns)
         if len(trace.closed_agents) < self._max_calls:
             trace.closed_agents.append((start, end))
         self._take_loose(trace, run, start, end)
@@ -359,20 +354,21 @@ class RunTracker:
             run.agent = agent_at_end
         if not run.calls and not run.llm and not mine and run.nested:  # a wrapper around other agent runs
             return None
-        return ClosedRun(_finish(run, span, AGENT_RUN, "end"), mine, span)
+        return ClosedRun(_finish(run, span, facts, AGENT_RUN, "end"), mine, span)
 
-    def _close_trace(self, trace: _OpenTrace, root: ReadableSpan | None, reason: str) -> list[ClosedRun]:
+    def _close_trace(self, trace: _OpenTrace, root: ReadableSpan | None, facts: SpanFacts | None,
+                     reason: str) -> list[ClosedRun]:
         closed = []
         for run in reversed(trace.agents):  # agents whose spans never ended
-            closed.append(ClosedRun(_finish(run, None, AGENT_RUN, reason), [], None))
+            closed.append(ClosedRun(_finish(run, None, None, AGENT_RUN, reason), [], None))
         trace.agents = []
         loose, pending = trace.root_run, trace.pending
         if loose is not None or pending:
             loose = loose or _OpenRun(0, "", None, None)
-            if root is not None:
-                loose.span_id, loose.name, loose.start_ns = root.context.span_id, root.name, root.start_time
+            if root is not None and facts is not None:
+                loose.span_id, loose.name, loose.start_ns = facts.span_id, root.name, facts.start_ns
             if loose.calls or loose.llm or pending:
-                closed.append(ClosedRun(_finish(loose, root, TRACE_RUN, reason), pending, root))
+                closed.append(ClosedRun(_finish(loose, root, facts, TRACE_RUN, reason), pending, root))
         return closed
 
 
@@ -381,10 +377,10 @@ def _ns(value: Any) -> int:
     return value if type(value) is int else 0
 
 
-def _finish(run: _OpenRun, span: ReadableSpan | None, kind: str, closed_by: str) -> AgentRun:
+def _finish(run: _OpenRun, span: ReadableSpan | None, facts: SpanFacts | None, kind: str, closed_by: str) -> AgentRun:
     status, error, end_ns, trace_id, attrs = "ok", None, None, 0, {}
-    if span is not None:
-        trace_id, end_ns = span.context.trace_id, span.end_time
+    if span is not None and facts is not None:
+        trace_id, end_ns = facts.trace_id, facts.end_ns
         attrs = MappingProxyType(attribute_dict(span))  # read-only, like span.attributes, at a dict's speed
         if span.status.status_code is StatusCode.ERROR:
             status, error = "error", span.status.description or "error"

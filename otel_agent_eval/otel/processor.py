@@ -24,7 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..core import conventions as c
-from ..core.recognize import agent_at_start, attribute_dict, convention_of
+from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue
 from .reload import reload_catalog
 from .wiring import build_pipeline
@@ -159,10 +159,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
         if kind == _START:
             out = self.pipeline.agent_started(span, extra)
         else:
-            out = self.pipeline.ended(span, extra)
-            parent = span.parent
-            if parent is None or parent.is_remote:  # a local root: its trace is done here
-                self._active.pop(span.context.trace_id, None)
+            facts = span_facts(span)
+            out = self.pipeline.ended(span, extra, facts)
+            if facts.is_root:  # a local root: its trace is done here
+                self._active.pop(facts.trace_id, None)
         self._forward(out)
         if len(self._active) > self._active_limit:  # roots that never ended here: forget the oldest half
             tracked = self.runs.tracked
