@@ -37,6 +37,11 @@ Why it measures this way:
   core; scrape latency while another thread ends runs flat out; the exposition size for
   many series beside a plain prometheus_client peer; catalog build time and routing cost
   at scale (in a subprocess, with the build capped rather than left to hang).
+- On request (`--section instructions`, minutes, needs valgrind): every variant's
+  instructions per span, counted by callgrind in child processes that end N and 2N runs
+  (the difference is N runs' work). A shared machine's noise moves CPU time by a third
+  between runs; it does not move this count, so a change's effect shows to the percent.
+  It weighs no cache miss or stall, so it is a companion to the CPU ratios, not their stand-in.
 
 Only the public API is used (`AgentEvalSpanProcessor`, `parse_catalog`, and for routing the
 processor's `scorer`, else `core.scoring.Scorer`), so it keeps working while internals change.
@@ -49,6 +54,8 @@ import json
 import os
 import platform
 import queue
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +63,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -98,12 +106,15 @@ SCRAPE_PAUSE_S = 0.01
 SIZES: dict[str, dict[str, Any]] = {
     "default": {"runs": 20_000, "rounds": 20, "warmup": 200, "throughput_runs": 4_000, "throughput_rounds": 3,
                 "scrape_s": 5.0, "scrapes": 20, "series": (50, 20), "series_calls": 3,
-                "catalogs": ((10_000, 0), (1_000, 1_000)), "route_calls": (100_000, 2_000), "route_cap_s": 2.0},
+                "catalogs": ((10_000, 0), (1_000, 1_000)), "route_calls": (100_000, 2_000), "route_cap_s": 2.0,
+                "counted_runs": 300},
     "quick": {"runs": 60, "rounds": 2, "warmup": 10, "throughput_runs": 40, "throughput_rounds": 1,
               "scrape_s": 0.3, "scrapes": 2, "series": (5, 2), "series_calls": 1,
-              "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2},
+              "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2,
+              "counted_runs": 10},
 }
-SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog")
+SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog")  # the full run
+ON_REQUEST = ("instructions",)  # minutes under valgrind: run when asked for
 
 
 # -- the variants ----------------------------------------------------------------------
@@ -585,6 +596,52 @@ def catalog_scale(tools: int, routes: int, repeated_calls: int, fresh_calls: int
     return row
 
 
+# -- on request: instructions per span, counted under valgrind ---------------------------
+
+COUNT_WARMUP = 50  # runs before the counted ones: routes, static scores and series made, code paths taken
+
+
+def instructions(runs: int, keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Every variant's instructions per span: callgrind's count for a child that ends 2 x `runs` whole runs
+    after its warm-up, minus one that ends `runs`; the processors' own threads are counted too."""
+    valgrind = shutil.which("valgrind")
+    keys = list(keys or [key for key, _ in VARIANTS])
+    if valgrind is None:
+        return {"runs": runs, "rows": [], "error": "valgrind not found (Debian: apt-get install valgrind)"}
+
+    def count(key: str, n: int) -> tuple[int, dict[str, Any]]:
+        child = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
+                                "otel_agent_eval.bench", "--count-child", key, str(n)], capture_output=True, text=True)
+        found = re.search(r"Collected : (\d+)", child.stderr)
+        if child.returncode != 0 or found is None:
+            raise RuntimeError(f"counting {key} failed ({child.returncode}): {child.stderr.strip()[-300:]}")
+        return int(found.group(1)), json.loads(child.stdout.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        counted = {(key, n): pool.submit(count, key, n) for key in keys for n in (runs, 2 * runs)}
+        per_span = {}
+        unscored = {}
+        for key in keys:
+            (small, _), (large, state) = counted[(key, runs)].result(), counted[(key, 2 * runs)].result()
+            per_span[key], unscored[key] = (large - small) / (runs * SPANS_PER_RUN), state["unscored"]
+    labels = dict(VARIANTS)
+    return {"runs": runs, "error": None, "rows": [
+        {"variant": key, "label": labels[key], "instructions_per_span": per_span[key],
+         "ratio": per_span[key] / per_span[keys[0]], "spans_unscored": unscored[key]} for key in keys]}
+
+
+def _count_child(key: str, runs: int) -> None:
+    """Inside valgrind: the warm-up, then `runs` whole runs and the flush; prints what a count needs to be trusted."""
+    processor = _processor(key)
+    tracer = _provider(processor).get_tracer(__name__)
+    flush = processor.force_flush if processor is not None else (lambda: True)
+    gc.disable()  # a collection would land in one count and not the other
+    _timed_block(tracer, flush, COUNT_WARMUP, [], [])
+    _timed_block(tracer, flush, runs, [], [])
+    metrics = getattr(processor, "metrics", None)
+    print(json.dumps({"unscored": metrics.unscored.value if metrics is not None else 0}))
+
+
 # -- running and reporting -------------------------------------------------------------
 
 def _version(name: str) -> str:
@@ -624,6 +681,8 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
     if "catalog" in sections:
         result["catalog_scale"] = [catalog_scale(tools, routes, *size["route_calls"], size["route_cap_s"])
                                    for tools, routes in size["catalogs"]]
+    if "instructions" in sections:
+        result["instructions"] = instructions(size["counted_runs"])
     result["environment"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return result
 
@@ -695,6 +754,17 @@ def format_report(result: dict[str, Any]) -> str:
         lines.append("  +MB: resident memory added by parsing and building (catalog, scorer, processor).")
         lines.append("  route(agent, attributes): repeated = one key again and again (cached); never-repeating = a new value "
                      "per call (app.route values that match no route, the worst case for a scan of the routes; or new agent names).")
+    if "instructions" in result:
+        n = result["instructions"]
+        lines += ["", f"INSTRUCTIONS PER SPAN (callgrind; children ending {n['runs']:,} and {2 * n['runs']:,} whole runs after "
+                  f"{COUNT_WARMUP} warm-up runs, the difference per span; all threads; GC off)"]
+        if n["error"]:
+            lines.append(f"  not measured: {n['error']}")
+        for r in n["rows"]:
+            lines.append(f"  {r['label']:42} {r['instructions_per_span']:10,.0f} {r['ratio']:6.2f}x"
+                         + (f"  ({r['spans_unscored']:,} spans unscored: the queue overflowed)" if r["spans_unscored"] else ""))
+        if n["rows"]:
+            lines.append("  Work done, not time taken: the same instructions cost more where they miss caches or wait.")
     return "\n".join(lines)
 
 
@@ -704,8 +774,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help=f"interleaved rounds (default {SIZES['default']['rounds']})")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that everything runs, measures nothing")
-    parser.add_argument("--section", choices=SECTIONS, help="run one section only")
+    parser.add_argument("--section", choices=SECTIONS + ON_REQUEST,
+                        help="run one section only (instructions: only when asked for, needs valgrind)")
+    parser.add_argument("--count-child", nargs=2, metavar=("VARIANT", "RUNS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.count_child:
+        _count_child(args.count_child[0], int(args.count_child[1]))
+        return 0
     if (args.runs is not None and args.runs < 1) or (args.rounds is not None and args.rounds < 1):
         parser.error("--runs and --rounds must be positive")
     result = run(quick=args.quick, runs=args.runs, rounds=args.rounds, sections=(args.section,) if args.section else SECTIONS)
