@@ -291,6 +291,9 @@ class SpanFacts(NamedTuple):
     end_ns: Any
 
 
+_new_tuple = tuple.__new__
+
+
 def span_facts(span: ReadableSpan) -> SpanFacts:
     """The span's ids and times. The SDK keeps them in fields (`_context`, `_parent`: a `SpanContext`, a
     tuple of trace id, span id, is_remote, ...), and its properties would cost a Python call per read,
@@ -309,9 +312,6 @@ def span_facts(span: ReadableSpan) -> SpanFacts:
     if type(parent) is SpanContext:
         return _new_tuple(SpanFacts, (trace_id, span_id, parent[1], parent[2], start, end))
     return SpanFacts(trace_id, span_id, getattr(parent, "span_id", None), bool(getattr(parent, "is_remote", False)), start, end)
-
-
-_new_tuple = tuple.__new__
 
 
 def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None,
