@@ -111,3 +111,9 @@ def test_without_valgrind_the_instructions_section_says_so(monkeypatch: pytest.M
     monkeypatch.setattr(bench.shutil, "which", lambda name: None)
     assert bench.main(["--quick", "--section", "instructions"]) == 0
     assert "not measured: valgrind not found" in capsys.readouterr().out
+
+
+def test_a_count_that_fails_is_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench.sys, "executable", "/bin/false")  # valgrind runs a child that fails at once
+    result = bench.instructions(1, ["bare"])
+    assert result["rows"] == [] and result["error"].startswith("counting bare failed (exit 1)")

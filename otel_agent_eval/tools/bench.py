@@ -616,21 +616,25 @@ def instructions(runs: int, keys: Sequence[str] | None = None) -> dict[str, Any]
         child = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=yes", f"--LL={SIMULATED_L2}",
                                 "--cachegrind-out-file=/dev/null", sys.executable, "-m", "otel_agent_eval.bench",
                                 "--count-child", key, str(n)], capture_output=True, text=True)
-        refs, misses = re.search(r"I\s+refs:\s+([\d,]+)", child.stderr), re.search(r"LL misses:\s+([\d,]+)", child.stderr)
-        if child.returncode != 0 or refs is None or misses is None:
-            raise RuntimeError(f"counting {key} failed ({child.returncode}): {child.stderr.strip()[-300:]}")
-        number = lambda found: int(found.group(1).replace(",", ""))  # noqa: E731
-        return number(refs), number(misses), json.loads(child.stdout.strip().splitlines()[-1])
+        counts = [re.search(pattern, child.stderr) for pattern in (r"I\s+refs:\s+([\d,]+)", r"LL misses:\s+([\d,]+)")]
+        if child.returncode != 0 or None in counts:
+            last = (child.stderr.strip().splitlines() or [""])[-1]
+            raise RuntimeError(f"counting {key} failed (exit {child.returncode}): {last}")
+        refs, misses = (int(found.group(1).replace(",", "")) for found in counts)  # type: ignore[union-attr]
+        return refs, misses, json.loads(child.stdout.strip().splitlines()[-1])
 
+    rows = []
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         counted = {(key, n): pool.submit(count, key, n) for key in keys for n in (runs, 2 * runs)}
-        rows = []
-        for key in keys:
-            (work, missed, _), (more_work, more_missed, state) = counted[(key, runs)].result(), counted[(key, 2 * runs)].result()
-            rows.append({"variant": key, "label": dict(VARIANTS)[key],
-                         "instructions_per_span": (more_work - work) / (runs * SPANS_PER_RUN),
-                         "l2_misses_per_span": (more_missed - missed) / (runs * SPANS_PER_RUN),
-                         "spans_unscored": state["unscored"]})
+        try:
+            for key in keys:
+                (work, missed, _), (more_work, more_missed, state) = counted[(key, runs)].result(), counted[(key, 2 * runs)].result()
+                rows.append({"variant": key, "label": dict(VARIANTS)[key],
+                             "instructions_per_span": (more_work - work) / (runs * SPANS_PER_RUN),
+                             "l2_misses_per_span": (more_missed - missed) / (runs * SPANS_PER_RUN),
+                             "spans_unscored": state["unscored"]})
+        except (RuntimeError, ValueError, IndexError) as exc:  # a child that failed: said in the report, no traceback
+            return {"runs": runs, "rows": [], "error": str(exc)}
     for row in rows:
         row["ratio"] = row["instructions_per_span"] / rows[0]["instructions_per_span"]
     return {"runs": runs, "error": None, "rows": rows}
