@@ -3,6 +3,7 @@ that puts commands on PATH (the console script, the `instrument` extra for `open
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -59,6 +60,20 @@ def test_console_script_gives_no_traceback_and_leaves_no_deepeval_folder(tmp_pat
                            cwd=tmp_path, capture_output=True, text=True)
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["catalog", "schema"], ["catalog", "show"]])
+def test_a_reader_that_went_away_ends_the_command_quietly(command):
+    """`otel-agent-eval catalog schema | head -1`: the pipe closes under the writer; exit as a shell tool
+    killed by SIGPIPE does (141), no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", *command], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    assert (run.returncode, run.stderr) == (141, "")
 
 
 def test_the_console_script_entry_point_loads():

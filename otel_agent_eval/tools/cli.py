@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrors)
 
-    catalog = commands.add_parser("catalog", help="show, check or describe tool catalogs")
+    catalog = commands.add_parser("catalog", help="show or check tool catalogs, print their JSON Schema")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION", parser_class=OneLineErrors)
     show = catalog_commands.add_parser("show", help="print a catalog's tools, tasks and thresholds")
     show.add_argument("file", nargs="?", help="catalog YAML (default: the packaged catalog)")
@@ -93,7 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away (`| head`)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, not at exit: a reader that went away is seen while it can still be handled
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter flushes stdout again at exit
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     quiet_deepeval()
     args = build_parser().parse_args(argv)
     try:
