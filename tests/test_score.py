@@ -486,6 +486,31 @@ def test_replay_order_holds_a_bounded_window():
     assert [s.end_time for s in in_replay_order_all(spans)] == sorted(ends)
 
 
+def test_a_call_that_starts_and_ends_with_its_agent_is_scored_in_its_run_whatever_the_file_order(tmp_path):
+    """Times cut to microseconds (`ReadableSpan.to_json`) or a coarse clock can make a tool span and its agent
+    spans start and end at the same instants: the call still belongs to its agent's run, parent written first or not."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("invoke_agent support_agent", start_time=T0,
+                             attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"})
+    planner = tracer.start_span("invoke_agent planner", context=set_span_in_context(root), start_time=T0,
+                                attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
+    tool = tracer.start_span("execute_tool web_search", context=set_span_in_context(planner), start_time=T0,
+                             attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search"})
+    for span in (tool, planner, root):
+        span.end(end_time=T0 + 5_000_000)
+    child_first = list(memory.get_finished_spans())
+    for name, order in (("child_first", child_first), ("parent_first", child_first[::-1]),
+                        ("middle_first", [child_first[1], child_first[2], child_first[0]])):
+        calls, runs = [], []
+        score_traces(write(tmp_path / f"{name}.json", collector_lines(order)), on_call=lambda r, s: calls.append(r.agent),
+                     on_run=lambda run: runs.append((run.agent, len(run.tool_calls))))
+        assert calls == ["planner"], name
+        assert runs == [("planner", 1)], name  # the root only wraps the planner's run: no run of its own
+
+
 def in_replay_order_all(spans: list[ReadableSpan]) -> list[ReadableSpan]:
     return [span for span, _ in in_replay_order(spans, lambda span: None, window=len(spans))]
 

@@ -97,13 +97,23 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
 
     At one instant, spans end before others start; of spans ending together, the one that
     started later (a child) ends first; of agents starting together, the one that ends later
-    (the parent) starts first. `window=0` keeps file order (and replays no starts).
+    (the parent) starts first; of spans that started and ended together (a coarse clock, or
+    times cut to microseconds by `ReadableSpan.to_json`), a span starts after its parent and
+    ends before it. `window=0` keeps file order (and replays no starts).
     """
     if window <= 0:
         yield from ((span, None) for span in spans)
         return
     heap: list[tuple[int, int, int, int, ReadableSpan, str | None]] = []
     push, pop = heapq.heappush, heapq.heappop
+
+    def first() -> Iterator[tuple[ReadableSpan, str | None]]:
+        time, kind, other, _, span, agent = pop(heap)
+        tied = [(span, agent)]  # and the events held of spans that started and ended at the same instants
+        while heap and heap[0][0] == time and heap[0][1] == kind and heap[0][2] == other:
+            tied.append(pop(heap)[4:])
+        yield from _nested_order(tied, parents_first=kind == _START) if len(tied) > 1 else tied
+
     for seq, span in enumerate(spans):
         end, start = span.end_time, span.start_time
         end = end if type(end) is int else 0
@@ -113,11 +123,26 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
         if agent is not None:
             push(heap, (start, _START, -end, seq, span, agent))
         while len(heap) > window:
-            item = pop(heap)
-            yield item[4], item[5]
+            yield from first()
     while heap:
-        item = pop(heap)
-        yield item[4], item[5]
+        yield from first()
+
+
+def _nested_order(tied: list[tuple[ReadableSpan, str | None]], parents_first: bool) -> list[tuple[ReadableSpan, str | None]]:
+    """Events of spans that started and ended at the same instants, in file order except that a span ends before
+    its parent and starts after it: an agent span written first must not close its run before its calls, nor
+    its parent's start make the parent look like the innermost agent."""
+    by_id = {(span.context.trace_id, span.context.span_id): span for span, _ in tied}
+
+    def depth(event: tuple[ReadableSpan, str | None]) -> int:
+        span = event[0]
+        found, trace_id, parent = 0, span.context.trace_id, span.parent
+        while parent is not None and (trace_id, parent.span_id) in by_id and found < len(tied):  # ids may loop
+            found += 1
+            parent = by_id[(trace_id, parent.span_id)].parent
+        return found
+
+    return sorted(tied, key=depth, reverse=not parents_first)  # stable: file order among equals
 
 
 def without_duplicates(spans: Iterable[ReadableSpan], stats: ReadStats, memory: int = DEDUPLICATE_SPANS) -> Iterator[ReadableSpan]:
