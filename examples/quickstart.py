@@ -13,8 +13,9 @@ from opentelemetry import trace
 
 import otel_agent_eval
 
-# A real app writes `otel_agent_eval.install()` (metrics on port 9464); 0 picks a free port.
-processor = otel_agent_eval.install(port=int(os.environ.get("OTEL_AGENT_EVAL_METRICS_PORT", "0")))
+# A real app writes `otel_agent_eval.install()` (metrics on port 9464, or OTEL_AGENT_EVAL_METRICS_PORT: install()
+# reads it, and logs a bad value); here 0 picks a free port unless the variable is set.
+processor = otel_agent_eval.install(port=None if os.environ.get("OTEL_AGENT_EVAL_METRICS_PORT") else 0)
 url = "http://{}:{}/metrics".format(*processor.metrics_address)
 print("metrics on", url)
 
