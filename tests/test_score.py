@@ -406,6 +406,10 @@ def test_recorded_spans_report_what_each_problem_is(tmp_path):
     assert problem('{"foo": 1, "bar": 2}\n') == "not OTLP trace data (a JSON object with keys: bar, foo)"
     assert problem('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "00000000000000000000000000000000", '
                    '"spanId": "0000000000000001"}]}]}]}\n') == "span skipped: traceId is all zeros (invalid)"
+    for time in ('"-1000"', "-1000", '"18446744073709551616"'):  # OTLP times are unsigned 64-bit nanoseconds
+        assert problem('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0000000000000000000000000000000a", '
+                       f'"spanId": "0000000000000001", "startTimeUnixNano": {time}}}]}}]}}]}}\n') == (
+            f"span skipped: time {time.strip(chr(34))!r} is out of range (a fixed64: nanoseconds since the epoch)")
     assert problem(b"\x28\xb5\x2f\xfd\x00\x01") == "cannot read further: the compressed stream ends early (a zstd frame is cut short)"
     assert problem(b"\x00\x00\x01\x00\x0a").startswith("truncated or corrupt: the file ends inside a message, after 1 of its 256 bytes")
     assert problem(b"\x10garbage").startswith("not OTLP trace data: neither JSON nor OTLP protobuf")

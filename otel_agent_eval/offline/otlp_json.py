@@ -264,11 +264,15 @@ def _int(raw: Any, field: str) -> int:
 
 def _time(raw: Any) -> int | None:
     """Nanoseconds since the epoch; None when absent (the pipeline counts such a span as malformed, like live)."""
-    if type(raw) is str and raw.isascii() and raw.isdigit():  # how OTLP/JSON writes an int64
-        return int(raw) or None
-    if not raw or raw == "0":
+    if type(raw) is str and raw.isascii() and raw.isdigit():  # how OTLP/JSON writes a fixed64
+        value = int(raw)
+    elif not raw or raw == "0":
         return None
-    return _int(raw, "time")
+    else:
+        value = _int(raw, "time")
+    if not 0 <= value < 1 << 64:
+        raise SpanProblem(f"time {str(raw)[:40]!r} is out of range (a fixed64: nanoseconds since the epoch)")
+    return value or None
 
 
 def _status(raw: Any) -> Status:
