@@ -109,6 +109,12 @@ BROKEN = [
     ("tools: {s: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple, description: *nope}}\n",
      "bad.yaml:1: tools.s.description: alias *nope names no anchor (&name) above it"),
     ("tools:\n  s: \x07\n", "bad.yaml:2: not valid YAML: character U+0007 in column 6 is not allowed"),
+    ("tools:\n  search: {cost_usd: 1e-3, latency_ms: 1, capabilities: [x], complexity: simple}\n",
+     "bad.yaml:2: tools.search.cost_usd: must be a number, but YAML reads 1e-3 as text (its floats need a dot and a "
+     "signed exponent): write 1.0e-3"),
+    ("tools:\n  search: {cost_usd: 0, latency_ms: 2.5E3, capabilities: [x], complexity: simple}\n",
+     "bad.yaml:2: tools.search.latency_ms: must be a number, but YAML reads 2.5E3 as text (its floats need a dot and a "
+     "signed exponent): write 2.5e+3"),
 ]
 
 

@@ -533,11 +533,28 @@ def _check(text: str, source: str) -> tuple[Catalog | None, list[CatalogError]]:
             if p.problem.startswith("must be of type string") and isinstance(node, ScalarNode) and node.tag in _READ_AS:
                 shown = _one_line(node.value, MAX_QUOTED_CHARS)
                 p.problem = f'must be text, but YAML reads {shown} as {_READ_AS[node.tag]}; put it in quotes: "{shown}"'
+            elif p.problem.startswith("must be of type number") and isinstance(node, ScalarNode) and not node.style:
+                written = _yaml_float(node.value)
+                if written is not None:
+                    p.problem = (f"must be a number, but YAML reads {node.value} as text (its floats need a dot and a "
+                                 f"signed exponent): write {written}")
             e = error(p.path, p.problem, line)
             errors.setdefault(str(e), e)
         return None, sorted(errors.values(), key=lambda e: e.line or 0)
     except Exception as exc:  # noqa: BLE001 - a bug here must not take the app down: it is one more bad catalog
         return None, [error((), f"could not be checked: internal error {type(exc).__name__}: {_q(str(exc))}", None)]
+
+
+_EXPONENT_FORM = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?[eE]([-+]?)(\d+)")
+
+
+def _yaml_float(text: str) -> str | None:
+    """`1e308` as YAML 1.1 reads it as a float (`1.0e+308`), or None when `text` is no number in exponent form."""
+    m = _EXPONENT_FORM.fullmatch(text)
+    if m is None or not (m[2] or m[3]):
+        return None
+    sign, whole, fraction, exponent_sign, exponent = m.groups()
+    return f"{sign}{whole or 0}.{fraction or 0}e{exponent_sign or '+'}{exponent}"
 
 
 # -- YAML, within limits -----------------------------------------------------------------
