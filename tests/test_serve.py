@@ -405,10 +405,11 @@ def test_bad_arguments_end_in_one_line(tmp_path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
+        port = busy.getsockname()[1]
         run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--grpc-port", "0", "--metrics-port", "0",
-                              "--http-port", str(busy.getsockname()[1])], capture_output=True, text=True, timeout=60)
+                              "--http-port", str(port)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip().splitlines()[-1] == "otel-agent-eval: serve: cannot listen on 127.0.0.1 (Address already in use)"
+    assert run.stderr.strip().splitlines()[-1] == f"otel-agent-eval: serve: cannot listen for OTLP/HTTP on 127.0.0.1:{port}: Address already in use"
 
 
 def test_connections_past_the_limit_get_a_quick_retryable_answer() -> None:

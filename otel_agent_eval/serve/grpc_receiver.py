@@ -15,6 +15,7 @@ side). grpcio itself refuses a message over the size limit and calls beyond
 from __future__ import annotations
 
 import logging
+import socket
 from concurrent import futures
 
 import grpc
@@ -23,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from .address import host_port
 from .auth import BearerToken
 from .payload import PROTOBUF
 from .receive import ACCEPTED, FULL, STOPPING, UNAUTHORIZED, Answer, Receiving
@@ -79,6 +81,8 @@ class GrpcReceiver:
     def __init__(self, receiving: Receiving, *, host: str = "127.0.0.1", port: int = 4317, token: BearerToken | None = None,
                  max_workers: int = MAX_WORKERS, max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
                  tls: ServerTls | None = None) -> None:
+        if port:  # grpcio would only log why it cannot bind, in its own format: try the port ourselves first
+            _try_bind(host, port)
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="otel-agent-eval-serve-grpc"),
             maximum_concurrent_rpcs=max_concurrent_rpcs,
@@ -86,7 +90,7 @@ class GrpcReceiver:
         service = TraceService(receiving, token)
         handler = grpc.unary_unary_rpc_method_handler(service.Export)  # bytes in, bytes out
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {"Export": handler}),))
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        address = host_port(host, port)
         try:
             if tls is not None:
                 bound = self._server.add_secure_port(address, tls.grpc_credentials())
@@ -95,9 +99,9 @@ class GrpcReceiver:
         except RuntimeError:  # grpcio raises when the port is taken
             bound = 0
         if bound == 0:
-            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+            raise OSError("grpcio could not bind it")
         self.address: tuple[str, int] = (host, bound)
-        self.endpoint = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+        self.endpoint = host_port(host, bound)
         self.tls = tls is not None
         # what the SDK's gRPC exporter takes as `endpoint`: https:// means TLS to it
         self.url = ("https://" if self.tls else "http://") + self.endpoint
@@ -110,3 +114,9 @@ class GrpcReceiver:
         """Refuse new calls; calls in flight get `grace_s` to finish."""
         self._server.stop(grace_s).wait(grace_s + 1)
 
+
+def _try_bind(host: str, port: int) -> None:
+    """Bind `host:port` and let go; OSError with the reason (in use, not this machine's) when that fails."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpcio: a port in TIME_WAIT is free
+        sock.bind((host, port))

@@ -28,6 +28,7 @@ from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..metrics.endpoint import BoundedThreadsMixIn
+from .address import host_port
 from .auth import BearerToken
 from .payload import JSON, PROTOBUF, media_type
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving
@@ -260,9 +261,8 @@ class HttpReceiver:
         self.idle_timeout_s = idle_timeout_s
         self._server = _BoundedHttpServer((host, port), self, max_connections)
         self.address: tuple[str, int] = self._server.server_address[:2]
-        host_part = f"[{self.address[0]}]" if ":" in self.address[0] else self.address[0]
         scheme = "https" if tls is not None else "http"
-        self.endpoint = f"{scheme}://{host_part}:{self.address[1]}{TRACES_PATH}"
+        self.endpoint = f"{scheme}://{host_port(*self.address)}{TRACES_PATH}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="otel-agent-eval-serve-http-accept", daemon=True)
 

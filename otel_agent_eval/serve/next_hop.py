@@ -30,6 +30,7 @@ HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
 PROTOCOLS = (HTTP_PROTOBUF, GRPC)  # the values of OTEL_EXPORTER_OTLP_PROTOCOL that serve can forward with
 TRACES_PATH = "/v1/traces"
 EXPORT_TIMEOUT_S = 10.0
+MAX_TIMEOUT_S = 3600  # the longest export timeout, and batch delay, that serve takes
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
 
 
@@ -100,8 +101,8 @@ class NextHop:
         if bool(client_cert_file) != bool(client_key_file):
             raise ValueError("serve: --forward-client-cert-file and --forward-client-key-file go together")
         pem = {flag: read_pem(flag, path) if path else None for flag, path in tls_files.items()}
-        if not 0 < timeout_s <= 3600:
-            raise ValueError(f"serve: the export timeout must be above 0 and at most 3600 s (got {timeout_s:g})")
+        if not 0 < timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"serve: the export timeout must be above 0 and at most {MAX_TIMEOUT_S} s (got {timeout_s:g})")
         return cls(url, protocol, tuple(parse_header(h) for h in headers), ca_file, client_cert_file, client_key_file,
                    timeout_s, pem)
 

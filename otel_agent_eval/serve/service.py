@@ -23,6 +23,7 @@ from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
+from .address import host_port
 from .auth import BearerToken
 from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
@@ -98,22 +99,26 @@ class Listening:
 
     def _listen(self) -> None:
         """/metrics (with health) and the receivers, as the config says; when a port is taken, what was
-        started is stopped and the OSError raised."""
+        started is stopped and an OSError raised whose message names the listener, its address and why."""
         config = self.config
+        where = ""
         try:
             if config.metrics_port is not None and self.registry is not None:
                 addr = config.metrics_bind or config.bind
+                where = f"/metrics on {host_port(addr, config.metrics_port)}"
                 self._status = serve_status(self.registry, lambda: self.ready, port=config.metrics_port, addr=addr)
                 self.metrics_address = self._status[0].server_address[:2]
             if config.grpc_port is not None:
+                where = f"OTLP/gRPC on {host_port(config.bind, config.grpc_port)}"
                 self.grpc = GrpcReceiver(self.receiving, host=config.bind, port=config.grpc_port,
                                          token=config.bearer_token, tls=config.tls).start()
             if config.http_port is not None:
+                where = f"OTLP/HTTP on {host_port(config.bind, config.http_port)}"
                 self.http = HttpReceiver(self.receiving, host=config.bind, port=config.http_port,
                                          token=config.bearer_token, tls=config.tls).start()
-        except OSError:
+        except OSError as exc:
             self.stop()
-            raise
+            raise OSError(f"cannot listen for {where}: {exc.strerror or exc}") from exc
 
     def _stop_receiving(self) -> bool:
         """Shutdown's first step: not ready, the receivers stopped; False when it was taken already."""
@@ -204,7 +209,8 @@ class Service(Listening):
             self.intake.stop(timeout)
         self._close_endpoints()
         self.metrics.close()
-        log_stopped(self.serve_metrics)
+        if self._ready:  # a port was taken at start: nothing ran, nothing to sum up
+            log_stopped(self.serve_metrics)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forwarder is not None:

@@ -499,4 +499,5 @@ class WorkerService(Listening):
         self.pool.stop(self.config.drain_timeout_s)
         self._close_endpoints()
         self.pool.close()
-        log_stopped(self.serve_metrics)
+        if self._ready:  # a port was taken at start: nothing ran, nothing to sum up
+            log_stopped(self.serve_metrics)

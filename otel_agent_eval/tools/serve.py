@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from ..config.catalog import load_catalog
+from ..config.catalog import Catalog, load_catalog
 from ..config.settings import Settings
 from .options import add_catalog_arguments
 
@@ -73,18 +73,23 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..serve import ServeConfig, Service
     from ..serve.auth import read_token_file
     from ..serve.intake import DEFAULT_QUEUE_SPANS
-    from ..serve.next_hop import NextHop
+    from ..serve.next_hop import MAX_TIMEOUT_S, NextHop
     from ..serve.tls import ServerTls
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     settings = Settings.from_env().override(catalog=args.catalog, profile=args.profile, environment=args.environment)
     catalog = load_catalog(settings.catalog)  # a broken file stops here, in one line (no fallback for a service)
+    _check_names(args, catalog)
     if args.no_grpc and args.no_http:
         raise ValueError("serve: --no-grpc and --no-http leave nothing to receive spans")
     if args.queue_spans is not None and args.queue_spans < 1:
         raise ValueError(f"serve: --queue-spans must be at least 1 (got {args.queue_spans})")
     if not 0 < args.max_request_mib <= 1024:
         raise ValueError(f"serve: --max-request-mib must be above 0 and at most 1024 (got {args.max_request_mib:g})")
+    if not 0 < args.forward_delay <= MAX_TIMEOUT_S:  # 0 would make the forwarder spin while idle
+        raise ValueError(f"serve: --forward-delay must be above 0 and at most {MAX_TIMEOUT_S} s (got {args.forward_delay:g})")
+    if not 0 < args.forward_timeout <= MAX_TIMEOUT_S:
+        raise ValueError(f"serve: --forward-timeout must be above 0 and at most {MAX_TIMEOUT_S} s (got {args.forward_timeout:g})")
     workers = _workers(args.workers)
     queue_spans = args.queue_spans or DEFAULT_QUEUE_SPANS
     if queue_spans < workers:
@@ -129,8 +134,8 @@ def run_serve(args: argparse.Namespace) -> int:
         service = Service(config, settings=settings, catalog=catalog)
     try:
         service.start()
-    except OSError as exc:
-        raise ValueError(f"serve: cannot listen on {args.bind} ({exc.strerror or exc})") from None
+    except OSError as exc:  # its message names the listener, address and port
+        raise ValueError(f"serve: {exc}") from None
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(_listening(service), flush=True)
@@ -142,6 +147,15 @@ def run_serve(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         service.stop()
     return 0
+
+
+def _check_names(args: argparse.Namespace, catalog: Catalog) -> None:
+    """--environment and --profile refused as score and compare refuse them: a typo on the command line must not
+    fall back to the catalog's default (the OTEL_AGENT_EVAL_* variables do, with a warning, as in the processor)."""
+    for flag, name, known, what in (("--environment", args.environment, catalog.thresholds, "environment"),
+                                    ("--profile", args.profile, catalog.profiles, "profile")):
+        if name is not None and name not in known:
+            raise ValueError(f"serve: {flag} {name!r}: unknown {what}; {catalog.source} has: {', '.join(known)}")
 
 
 MAX_WORKERS = 64  # as serve/workers.py
@@ -159,13 +173,15 @@ def _workers(text: str) -> int:
 
 def _listening(service: Any) -> str:
     """One line saying where everything listens (tests read the ports from it)."""
+    from ..serve.address import host_port
+
     parts = []
     if service.grpc is not None:  # with TLS as https://host:port, which the SDK's gRPC exporter takes as it is
         parts.append(f"OTLP/gRPC on {service.grpc.url if service.grpc.tls else service.grpc.endpoint}")
     if service.http is not None:
         parts.append(f"OTLP/HTTP on {service.http.endpoint}")
     if service.metrics_address is not None:
-        parts.append("metrics on http://{}:{}/metrics".format(*service.metrics_address))
+        parts.append(f"metrics on http://{host_port(*service.metrics_address)}/metrics")
     hop = service.next_hop
     parts.append(f"forwarding to {hop.url} ({hop.protocol})" if hop is not None else "forwarding nowhere")
     return "otel-agent-eval serve: " + ", ".join(parts)
