@@ -66,6 +66,11 @@ class _BoundedServer(BoundedThreadsMixIn, WSGIServer):
     pass
 
 
+def host_port(host: str, port: int) -> str:
+    """`127.0.0.1:9464`, `[::1]:9464`: an IPv6 address goes in brackets, or its last group would read as the port."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def serve(registry: CollectorRegistry = REGISTRY, *, port: int = 9464, addr: str = "127.0.0.1",
           app: Callable[..., Iterable[bytes]] | None = None) -> tuple[Any, threading.Thread]:
     """Start the /metrics endpoint in a daemon thread; returns (server, thread). `app` serves a WSGI

@@ -24,7 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from .address import host_port
+from ..metrics.endpoint import host_port
 from .auth import BearerToken
 from .payload import PROTOBUF
 from .receive import ACCEPTED, FULL, STOPPING, UNAUTHORIZED, Answer, Receiving

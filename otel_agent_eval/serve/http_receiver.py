@@ -27,8 +27,7 @@ from google.protobuf import json_format
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ..metrics.endpoint import BoundedThreadsMixIn
-from .address import host_port
+from ..metrics.endpoint import BoundedThreadsMixIn, host_port
 from .auth import BearerToken
 from .payload import JSON, PROTOBUF, media_type
 from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving

@@ -21,9 +21,9 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
+from ..metrics.endpoint import host_port
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
-from .address import host_port
 from .auth import BearerToken
 from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver

@@ -173,7 +173,7 @@ def _workers(text: str) -> int:
 
 def _listening(service: Any) -> str:
     """One line saying where everything listens (tests read the ports from it)."""
-    from ..serve.address import host_port
+    from ..metrics.endpoint import host_port
 
     parts = []
     if service.grpc is not None:  # with TLS as https://host:port, which the SDK's gRPC exporter takes as it is

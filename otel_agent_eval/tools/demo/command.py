@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from prometheus_client import CollectorRegistry
 
 from ...config.catalog import Catalog, load_catalog
-from ...metrics.endpoint import serve
+from ...metrics.endpoint import host_port, serve
 from ...otel.processor import AgentEvalSpanProcessor
 from .display import Display, LiveDisplay, PlainDisplay, format_summary
 from .readback import read_metrics
@@ -98,9 +98,8 @@ def start_metrics_server(registry: CollectorRegistry, *, port: int = DEFAULT_POR
         server, _thread = serve(registry, port=port, addr=addr)
     except (OSError, OverflowError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise DemoError(f"cannot serve /metrics on {addr}:{port}: {reason}") from None
-    host = f"[{addr}]" if ":" in addr else addr
-    return server, f"http://{host}:{server.server_port}/metrics"
+        raise DemoError(f"cannot serve /metrics on {host_port(addr, port)}: {reason}") from None
+    return server, f"http://{host_port(addr, server.server_port)}/metrics"
 
 
 def run_demo(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
