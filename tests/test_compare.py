@@ -250,7 +250,7 @@ def test_cli_bad_input_exits_2_with_one_line(traces, tmp_path):
     cases: list[tuple[list[str], str]] = [
         (["missing", main], "otel-agent-eval: base: missing: no such file or directory\n"),
         ([main, "empty"], "otel-agent-eval: head: empty: no files in this directory\n"),
-        ([main, "plain.json"], "otel-agent-eval: head plain.json: no tool calls or agent runs in 1 spans\n"),
+        ([main, "plain.json"], "otel-agent-eval: head: plain.json: no tool calls or agent runs in 1 spans\n"),
         ([main, main, "--catalog", "nope.yaml"], "otel-agent-eval: nope.yaml: cannot read the file: No such file or directory\n"),
         ([main, main, "--environment", "moon"], "unknown environment 'moon'"),
         ([main, main, "--resamples", "5"], "otel-agent-eval: resamples must be at least 100 (got 5)\n"),
@@ -264,5 +264,5 @@ def test_cli_bad_input_exits_2_with_one_line(traces, tmp_path):
         assert out == ""
     code, out, err = compare_cli("garbage.txt", main, cwd=tmp_path)  # the file's own line, then the verdict
     assert code == 2 and out == ""
-    assert err.splitlines()[-1] == "otel-agent-eval: base garbage.txt: no spans could be read from 1 file"
+    assert err.splitlines()[-1] == "otel-agent-eval: base: garbage.txt: no spans could be read from 1 file"
     assert err.splitlines()[0].startswith("otel-agent-eval: base: garbage.txt") and len(err.splitlines()) == 2

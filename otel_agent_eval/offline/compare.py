@@ -51,9 +51,10 @@ from .recorded import FileProblem, PathArg, TraceInputError
 from .report import AgentGroups, GroupSummary, Report
 from .score import score_traces
 
-__all__ = ["METRICS", "Change", "Comparison", "GroupComparison", "ToolComparison", "compare_traces"]
+__all__ = ["MAX_RESAMPLES", "METRICS", "Change", "Comparison", "GroupComparison", "ToolComparison", "compare_traces"]
 
 DEFAULT_RESAMPLES = 2_000
+MAX_RESAMPLES = 100_000  # ~75 s per group and side at 1,000 runs: beyond, a typo that would run for hours
 DEFAULT_CONFIDENCE = 0.95
 MAX_RUNS_PER_GROUP = 2_000  # runs held per group and side for the bootstrap (a uniform reservoir sample)
 MIN_RUNS = 20  # runs on each side before a mean is tested
@@ -237,6 +238,8 @@ def compare_traces(
         raise ValueError(f"confidence must be between 0 and 1 (got {confidence})")
     if resamples < 100:
         raise ValueError(f"resamples must be at least 100 (got {resamples})")
+    if resamples > MAX_RESAMPLES:
+        raise ValueError(f"resamples must be at most {MAX_RESAMPLES:,} (got {resamples:,})")
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     sides = []
     for side, paths in (("base", base), ("head", head)):

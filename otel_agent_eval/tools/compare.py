@@ -12,8 +12,8 @@ import sys
 
 from ..config.catalog import load_catalog
 from ..config.settings import Settings
-from ..offline.compare import DEFAULT_RESAMPLES, Change, Comparison, compare_traces
-from ..offline.report import Report
+from ..offline.compare import DEFAULT_RESAMPLES, MAX_RESAMPLES, Change, Comparison, compare_traces
+from ..offline.report import Report, printable
 from .options import add_catalog_arguments
 from .score_table import _ratio, _seconds, _table
 
@@ -34,7 +34,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 when a metric got worse beyond noise (one line per regression on stderr)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the bootstrap (default 0): same input, same result")
     parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="N",
-                        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES:,}); more for many groups")
+                        help=f"bootstrap resamples (default {DEFAULT_RESAMPLES:,}, at most {MAX_RESAMPLES:,}); more for many groups")
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ def run_compare(args: argparse.Namespace) -> int:
     for side, path, report in (("base", args.base, comparison.base), ("head", args.head, comparison.head)):
         problem = _nothing_to_compare(report)
         if problem:
-            _error(f"{side} {path}: {problem}")
+            _error(f"{side}: {path}: {problem}")
             return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
@@ -100,7 +100,7 @@ def render_comparison(comparison: Comparison, *, base: str = "base", head: str =
               t.optimal_tool or "-"] for t in tools], right=range(3, 8))
     regressions, improvements = comparison.regressions, comparison.improvements
     lines += ["", f"Result: {_count(len(regressions), 'regression')}"
-              + (f" ({', '.join(f'{c.group} {LABELS[c.metric]}' for c in regressions)})" if regressions else "")
+              + (f" ({', '.join(f'{printable(c.group)} {LABELS[c.metric]}' for c in regressions)})" if regressions else "")
               + f", {_count(len(improvements), 'improvement')} beyond noise."]
     return "\n".join(lines)
 
@@ -144,4 +144,4 @@ def _count(n: int, word: str) -> str:
 
 
 def _error(message: str) -> None:
-    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
+    print(f"{PREFIX}: {printable(message)}", file=sys.stderr, flush=True)  # one line, whatever a span's names hold

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from ..offline.gate import GateResult
-from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary
+from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary, printable
 
 __all__ = ["format_seconds", "format_usd", "render_html"]
 
@@ -121,8 +121,9 @@ def format_seconds(value: float | None) -> str:
 
 
 def _e(value: object) -> str:
-    """HTML-escaped text (also safe inside a double- or single-quoted attribute)."""
-    return escape(str(value), quote=True)
+    """HTML-escaped text (also safe inside a double- or single-quoted attribute); control and bidi characters as
+    visible escapes (`\\x1b`, `\\u202e`), as HTML forbids the first and the second could reorder what is shown."""
+    return escape(printable(str(value)), quote=True)
 
 
 def _n(value: float) -> str:

@@ -16,6 +16,7 @@ file, so a million runs cost disk, not memory:
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from ..offline.report import GroupSummary, Report
 __all__ = ["RunCases", "junit_xml", "run_failure"]
 
 SUITE = "otel-agent-eval score"
+# characters XML 1.0 forbids (ElementTree writes them as they are, and the document would not parse)
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def junit_xml(report: Report, gate: GateResult) -> str:
@@ -49,7 +52,7 @@ def junit_xml(report: Report, gate: GateResult) -> str:
     if report.inputs.problems:
         ET.SubElement(suite, "system-err").text = "\n".join(str(p) for p in report.inputs.problems)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _tostring(root) + "\n"
 
 
 def _summary(group: GroupSummary) -> str:
@@ -124,7 +127,7 @@ class RunCases:
             out += [f"warning: {p}" for p in problems]
         ET.SubElement(case, "system-out").text = "\n".join(out)
         ET.indent(case, space="  ", level=2)
-        self._file.write("    " + ET.tostring(case, encoding="unicode").rstrip() + "\n")
+        self._file.write("    " + _tostring(case).rstrip() + "\n")
 
     def document(self, report: Report) -> Iterator[str]:
         """The whole XML document, in pieces; closes the temporary file when done."""
@@ -135,7 +138,7 @@ class RunCases:
             yield "  " + _open_tag("testsuite", name=RUN_SUITE, **counts, skipped="0", time=f"{self.seconds:.6f}") + "\n"
             properties = _properties(ET.Element("properties"), report, runs=report.runs)
             ET.indent(properties, space="  ", level=2)
-            yield "    " + ET.tostring(properties, encoding="unicode").rstrip() + "\n"
+            yield "    " + _tostring(properties).rstrip() + "\n"
             self._file.seek(0)
             while True:
                 chunk = self._file.read(1 << 20)
@@ -145,12 +148,17 @@ class RunCases:
             if report.inputs.problems:
                 err = ET.Element("system-err")
                 err.text = "\n".join(str(p) for p in report.inputs.problems)
-                yield "    " + ET.tostring(err, encoding="unicode") + "\n"
+                yield "    " + _tostring(err) + "\n"
             yield "  </testsuite>\n</testsuites>\n"
         finally:
             self._file.close()
 
 
+def _tostring(element: ET.Element) -> str:
+    """`ET.tostring` as text, with what XML forbids (a span name's ESC, say) as a visible escape (`\\x1b`)."""
+    return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], ET.tostring(element, encoding="unicode"))
+
+
 def _open_tag(tag: str, **attributes: str) -> str:
-    text = ET.tostring(ET.Element(tag, **attributes), encoding="unicode")  # <tag a="1" />
+    text = _tostring(ET.Element(tag, **attributes))  # <tag a="1" />
     return text[:-3] + ">"

@@ -3,13 +3,17 @@
 Exit codes: 0 the gate passed, 1 it failed (one line per failing check on stderr), 2 bad
 input (a missing path, a broken catalog, nothing readable; with --strict also any skipped
 record). Unreadable parts of a file are skipped with one line per file on stderr. Output
-files are written whole or not at all (a temporary file, then a rename).
+files are written whole or not at all (a temporary file, then a rename); a FIFO, a device
+or /dev/stdout is written to directly. Names from spans are printed with control
+characters escaped.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -20,6 +24,7 @@ from typing import TextIO
 from ..config.catalog import load_catalog
 from ..config.settings import Settings
 from ..offline.gate import GATE_METRICS, evaluate_gate, higher_is_better, parse_fail_over, parse_fail_under
+from ..offline.report import printable
 from ..offline.score import score_traces
 from .options import add_catalog_arguments
 
@@ -140,22 +145,50 @@ _UMASK = _read_umask()
 
 
 def write_atomically(path: Path, text: str | Iterable[str]) -> None:
-    """Write `text` (or its pieces) to `path` whole or not at all: a temporary file beside it, then a rename over it."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `text` (or its pieces) to `path` whole or not at all: a temporary file beside it, then a rename over it.
+
+    A symlink is followed (its target is replaced, the link stays). What a rename would destroy, a FIFO, a device, an
+    open file such as /dev/stdout, is appended to directly instead, after what was printed so far.
+    """
+    pieces = (text,) if isinstance(text, str) else text
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None  # a new file (or a link to one)
+    if mode is not None and (not stat.S_ISREG(mode) or _open_file(path)):
+        with contextlib.suppress(OSError, ValueError):  # what was printed goes first, should `path` be stdout
+            sys.stdout.flush()
+        with open(path, "a", encoding="utf-8") as out:
+            out.writelines(pieces)
+        return
+    target = os.path.realpath(path)
+    directory, name = os.path.split(target)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     try:
         os.chmod(temporary, 0o666 & ~_UMASK)  # a report to share: the mode a plain open() gives, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for piece in (text,) if isinstance(text, str) else text:
-                out.write(piece)
+            out.writelines(pieces)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except BaseException:
         try:
             os.unlink(temporary)
         except OSError:
             pass
         raise
+
+
+def _open_file(path: Path) -> bool:
+    """Whether `path` leads through /proc (/dev/stdout, /dev/fd/1): a link to an open file, not a name to replace."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        if os.path.realpath(os.path.dirname(current)).startswith("/proc/"):
+            return True
+        if not os.path.islink(current):
+            return False
+        current = os.path.join(os.path.dirname(current), os.readlink(current))
+    return False
 
 
 def _is_terminal(stream: object) -> bool:
@@ -201,4 +234,4 @@ def _mib(size: int) -> str:
 
 
 def _error(message: str) -> None:
-    print(f"{PREFIX}: {message}", file=sys.stderr, flush=True)
+    print(f"{PREFIX}: {printable(message)}", file=sys.stderr, flush=True)  # one line, whatever a span's names hold

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
-from ..offline.report import Report
+from ..offline.report import Report, printable
 
 __all__ = ["render_summary"]
 
@@ -74,13 +74,15 @@ def _gate_line(gate: GateResult) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (), indent: str = "") -> list[str]:
-    widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
+    """Aligned columns. Cells are shown `printable`: a name from a span cannot colour the terminal or forge a line."""
+    cells = [[printable(str(c)) for c in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     right = set(right)
 
-    def line(cells: Sequence[str]) -> str:
-        return indent + "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    def line(row: Sequence[str]) -> str:
+        return indent + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
-    return [line(headers), *(line(row) for row in rows)]
+    return [line(row) for row in cells]
 
 
 def _int(value: int) -> str:
