@@ -76,6 +76,12 @@ def test_a_reader_that_went_away_ends_the_command_quietly(command):
     assert (run.returncode, run.stderr) == (141, "")
 
 
+def test_python_dash_m_runs_the_command(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "otel_agent_eval", "catalog", "check", "missing.yaml"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert (run.returncode, run.stderr) == (2, "otel-agent-eval: missing.yaml: cannot read the file: No such file or directory\n")
+
+
 def test_the_console_script_entry_point_loads():
     from otel_agent_eval.tools.cli import main as cli_main
 
