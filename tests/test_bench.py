@@ -88,6 +88,40 @@ def test_the_cli_rejects_nonpositive_sizes() -> None:
         bench.main(["--quick", "--runs", "0"])
 
 
+def test_the_floor_section_passes_spans_through_unscored_beside_the_whole_processor(capsys: pytest.CaptureFixture[str]) -> None:
+    for key in ("hand-off", "inline-hand-off"):  # hooks, queue and thread only: every span forwarded, none scored
+        processor = bench._processor(key)
+        processor.forward_to = recorder = Recorder()
+        bench._end_runs(bench._provider(processor).get_tracer(__name__), 3)
+        processor.force_flush()
+        assert len(recorder.ended) == 3 * bench.SPANS_PER_RUN and processor.metrics.scored == 0, key
+    assert bench.main(["--quick", "--json", "--section", "floor"]) == 0
+    result = _strict(capsys.readouterr().out)
+    assert [r["variant"] for r in result["floor"]["rows"]] == [key for key, _ in bench.FLOOR_VARIANTS]
+    assert all(r["total_cpu_us"] > 0 for r in result["floor"]["rows"]) and "overhead" not in result
+    report = bench.format_report(result)
+    assert "FLOOR" in report and all(label in report for _, label in bench.FLOOR_VARIANTS)
+
+
+class Recorder:
+    """A downstream processor that keeps what it is handed."""
+
+    def __init__(self) -> None:
+        self.ended: list[Any] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        pass
+
+    def on_end(self, span: Any) -> None:
+        self.ended.append(span)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
 def test_instructions_are_counted_per_span_under_valgrind() -> None:
     # The section on request, with real cachegrind children (valgrind is installed by .ci/run), for the bare SDK and
     # the processor with and without copies (the suite's time allows three). Counts vary a little with hashing and

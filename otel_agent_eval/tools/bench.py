@@ -116,7 +116,7 @@ SIZES: dict[str, dict[str, Any]] = {
               "counted_runs": 10},
 }
 SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog")  # the full run
-ON_REQUEST = ("instructions",)  # minutes under valgrind: run when asked for
+ON_REQUEST = ("instructions", "floor")  # minutes under valgrind; a diagnostic of the targets: run when asked for
 
 
 # -- the variants ----------------------------------------------------------------------
@@ -187,6 +187,14 @@ VARIANTS = (  # key, label
     ("ours+copies", "AgentEvalSpanProcessor + enriched copies"),
     ("ours-inline", "AgentEvalSpanProcessor(background=False)"),  # the trade-off: no thread, scoring on yours
 )
+FLOOR_VARIANTS = (  # what the processor costs with its scoring left out: the part of a target the rest may spend
+    ("bare", "bare TracerProvider"),
+    ("batch", "BatchSpanProcessor(discarding exporter)"),
+    ("hand-off", "AgentEvalSpanProcessor, scoring left out"),
+    ("ours", "AgentEvalSpanProcessor"),
+    ("inline-hand-off", "background=False, scoring left out"),
+    ("ours-inline", "AgentEvalSpanProcessor(background=False)"),
+)
 
 
 def _processor(key: str, **options: Any) -> SpanProcessor | None:
@@ -198,10 +206,14 @@ def _processor(key: str, **options: Any) -> SpanProcessor | None:
         return PrometheusPeer()
     if key == "otel-metrics":
         return OTelMetricsPeer()
-    if key == "ours-inline":
+    if key in ("ours-inline", "inline-hand-off"):
         options["background"] = False
     forward = BatchSpanProcessor(DiscardingExporter()) if key == "ours+copies" else None
-    return AgentEvalSpanProcessor(registry=options.pop("registry", None) or CollectorRegistry(), forward_to=forward, **options)
+    processor = AgentEvalSpanProcessor(registry=options.pop("registry", None) or CollectorRegistry(), forward_to=forward, **options)
+    if key.endswith("hand-off"):  # the hooks, the queue and the thread only: every span passes through unscored
+        processor.pipeline.ended = lambda span, attrs=None, facts=None: [span]
+        processor.pipeline.agent_started = lambda span, name: []
+    return processor
 
 
 def _provider(processor: SpanProcessor | None) -> TracerProvider:
@@ -251,11 +263,11 @@ def _quantile(values: Sequence[float], q: float) -> float:
 
 # -- the headline: overhead per span ---------------------------------------------------
 
-def overhead(runs: int, rounds: int, warmup: int) -> dict[str, Any]:
-    """Every variant, interleaved; per-span figures and ratios to the bare SDK."""
+def overhead(runs: int, rounds: int, warmup: int, variants: Sequence[tuple[str, str]] = VARIANTS) -> dict[str, Any]:
+    """Every variant, interleaved; per-span figures and ratios to the bare SDK (the first variant)."""
     per_round = max(1, runs // rounds)
     spans = per_round * SPANS_PER_RUN
-    keys = [key for key, _ in VARIANTS]
+    keys = [key for key, _ in variants]
     processors = {key: _processor(key) for key in keys}
     providers = {key: _provider(p) for key, p in processors.items()}
     tracers = {key: providers[key].get_tracer(__name__) for key in keys}
@@ -286,7 +298,7 @@ def overhead(runs: int, rounds: int, warmup: int) -> dict[str, Any]:
             provider.shutdown()
     rows = []
     bare_cpu, bare_wall = statistics.median(cpu["bare"]), statistics.median(wall["bare"])
-    for key, label in VARIANTS:
+    for key, label in variants:
         total_cpu, app_wall, target = statistics.median(cpu[key]), statistics.median(wall[key]), TARGETS.get(key)
         ratio = total_cpu / bare_cpu
         rows.append({
@@ -693,12 +705,29 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
                                    for tools, routes in size["catalogs"]]
     if "instructions" in sections:
         result["instructions"] = instructions(size["counted_runs"])
+    if "floor" in sections:
+        result["floor"] = overhead(size["runs"], size["rounds"], size["warmup"], FLOOR_VARIANTS)
     result["environment"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return result
 
 
 def _fmt(value: float | None, spec: str = ".2f", missing: str = "-") -> str:
     return missing if value is None else format(value, spec)
+
+
+def _overhead_table(o: dict[str, Any]) -> list[str]:
+    lines = [f"{o['rounds']} interleaved rounds (order rotated), median of rounds, ratio = median / bare's median; GC off while timing",
+             "",
+             f"{'':42} {'total CPU, all threads':^23}   {'app-thread wall':^15}  {'app CPU':>7}   {'single end() wall, µs':^29}",
+             f"{'variant':42} {'µs/span':>7} {'ratio':>6} {'target':>8}   {'µs/span':>7} {'ratio':>6}  "
+             f"{'µs/span':>7}   {'tool p99':>8} {'max':>6} {'root p99':>8} {'max':>6}"]
+    for r in o["rows"]:
+        target = "" if r["target"] is None else f"<={r['target']:g}x"
+        lines.append(f"{r['label']:42} {r['total_cpu_us']:7.2f} {r['total_cpu_ratio']:5.2f}x {target:>8}   "
+                     f"{r['app_wall_us']:7.2f} {r['app_wall_ratio']:5.2f}x  {r['app_cpu_us']:7.2f}   "
+                     f"{r['tool_end_p99_us']:8.1f} {r['tool_end_max_us']:6.0f} {r['root_end_p99_us']:8.1f} {r['root_end_max_us']:6.0f}")
+    lines.append("")
+    return lines
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -712,19 +741,7 @@ def format_report(result: dict[str, Any]) -> str:
     if "overhead" in result:
         o = result["overhead"]
         lines += ["", f"OVERHEAD PER SPAN: whole agent runs (invoke_agent {AGENT} + {CALLS_PER_RUN} execute_tool children over "
-                  f"{len(TOOLS)} tools), {o['runs']:,} runs = {o['spans']:,} spans per variant,",
-                  f"{o['rounds']} interleaved rounds (order rotated), median of rounds, ratio = median / bare's median; GC off while timing",
-                  "",
-                  f"{'':42} {'total CPU, all threads':^23}   {'app-thread wall':^15}  {'app CPU':>7}   "
-                  f"{'single end() wall, µs':^29}",
-                  f"{'variant':42} {'µs/span':>7} {'ratio':>6} {'target':>8}   {'µs/span':>7} {'ratio':>6}  "
-                  f"{'µs/span':>7}   {'tool p99':>8} {'max':>6} {'root p99':>8} {'max':>6}"]
-        for r in o["rows"]:
-            target = "" if r["target"] is None else f"<={r['target']:g}x"
-            lines.append(f"{r['label']:42} {r['total_cpu_us']:7.2f} {r['total_cpu_ratio']:5.2f}x {target:>8}   "
-                         f"{r['app_wall_us']:7.2f} {r['app_wall_ratio']:5.2f}x  {r['app_cpu_us']:7.2f}   "
-                         f"{r['tool_end_p99_us']:8.1f} {r['tool_end_max_us']:6.0f} {r['root_end_p99_us']:8.1f} {r['root_end_max_us']:6.0f}")
-        lines.append("")
+                  f"{len(TOOLS)} tools), {o['runs']:,} runs = {o['spans']:,} spans per variant,", *_overhead_table(o)]
         for r in o["rows"]:
             if r["target"] is not None:
                 verdict = ("met" if r["target_met"] else
@@ -734,6 +751,12 @@ def format_report(result: dict[str, Any]) -> str:
                   "App-thread wall: the loop alone; under the GIL another thread's work makes it slower. App CPU: reference only.",
                   f"end() wall: every {SAMPLE_EVERY}th run's root and tool span.end() timed one by one, p99 and max over all rounds;",
                   "the bare SDK's max is the floor a busy machine sets (the OS descheduling the process), not a cost."]
+    if "floor" in result:
+        o = result["floor"]
+        lines += ["", f"FLOOR: the processor with its scoring left out (every span passes through its hooks, queue and thread "
+                  f"unscored), beside the whole processor; {o['runs']:,} whole runs per variant,", *_overhead_table(o),
+                  "A target's ratio less the floor's is what reading, scoring, tracking and evaluating may spend; the whole "
+                  "processor's ratio less it is what they spend."]
     if "throughput" in result:
         lines += ["", "THROUGHPUT, the processor alone (background=False; the on_start/on_end calls of recorded whole runs replayed; "
                   "process CPU, median of rounds)"]
@@ -788,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that everything runs, measures nothing")
     parser.add_argument("--section", choices=SECTIONS + ON_REQUEST,
-                        help="run one section only (instructions: only when asked for, needs valgrind)")
+                        help="run one section only (instructions and floor: only when asked for; instructions needs valgrind)")
     parser.add_argument("--count-child", nargs=2, metavar=("VARIANT", "RUNS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.count_child:
