@@ -35,10 +35,11 @@ __all__ = ["EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Repo
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def printable(text: str) -> str:
-    """`text` with its control, bidi and lone surrogate characters as visible escapes (`\\n`, `\\x1b`, `\\u202e`), the
-    rest as it is: a name from a span, printed to a terminal, cannot colour it, move the cursor or forge a line."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
+def printable(text: str, unprintable: re.Pattern[str] = _UNPRINTABLE) -> str:
+    """`text` with its control, bidi and lone surrogate characters (or those `unprintable` matches) as visible escapes
+    (`\\n`, `\\x1b`, `\\u202e`), the rest as it is: a name from a span, printed to a terminal, cannot colour it, move
+    the cursor or forge a line."""
+    return unprintable.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 MAX_AGENTS = 1_000  # distinct agent names reported; more are summed under OTHER

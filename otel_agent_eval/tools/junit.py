@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core.runs import AgentRun
 from ..offline.gate import GateResult
-from ..offline.report import GroupSummary, Report
+from ..offline.report import GroupSummary, Report, printable
 
 __all__ = ["RunCases", "junit_xml", "run_failure"]
 
@@ -156,7 +156,7 @@ class RunCases:
 
 def _tostring(element: ET.Element) -> str:
     """`ET.tostring` as text, with what XML forbids (a span name's ESC, say) as a visible escape (`\\x1b`)."""
-    return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], ET.tostring(element, encoding="unicode"))
+    return printable(ET.tostring(element, encoding="unicode"), _NOT_XML)
 
 
 def _open_tag(tag: str, **attributes: str) -> str:
