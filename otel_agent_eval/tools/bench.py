@@ -264,7 +264,7 @@ def _quantile(values: Sequence[float], q: float) -> float:
 # -- the headline: overhead per span ---------------------------------------------------
 
 def overhead(runs: int, rounds: int, warmup: int, variants: Sequence[tuple[str, str]] = VARIANTS) -> dict[str, Any]:
-    """Every variant, interleaved; per-span figures and ratios to the bare SDK (the first variant)."""
+    """Every variant, interleaved; per-span figures and ratios to the bare SDK."""
     per_round = max(1, runs // rounds)
     spans = per_round * SPANS_PER_RUN
     keys = [key for key, _ in variants]
