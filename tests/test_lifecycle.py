@@ -1,4 +1,4 @@
-"""Lifecycle: install() twice, registries shared by mistake, the metrics endpoint under idle connections."""
+"""Lifecycle: install() twice, registries shared by mistake, the metrics endpoint under idle and trickling connections."""
 from __future__ import annotations
 
 import socket
@@ -58,3 +58,36 @@ def test_idle_connections_cannot_pile_up_threads_on_the_metrics_endpoint():
             time.sleep(0.05)
     assert "agent_eval_processor_spans_seen_total" in body
     processor.shutdown()
+
+
+def test_clients_that_trickle_a_request_cannot_keep_a_scrape_out():
+    """Every slot held by a client sending a header line now and then (never idle long enough to be dropped):
+    a scrape closes the one that has waited longest for its request and is answered."""
+    processor = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), port=0)
+    host, port = processor.metrics_address
+    stop = threading.Event()
+    tricklers = [socket.create_connection((host, port)) for _ in range(MAX_CONNECTIONS)]
+
+    def trickle() -> None:
+        for s in tricklers:
+            s.sendall(b"GET /metrics HTTP/1.1\r\n")
+        while not stop.wait(0.5):
+            for s in tricklers:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:  # closed to make room
+                    pass
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)  # all slots taken and trickling (not a timing assertion)
+        for _ in range(3):
+            with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as response:
+                assert "agent_eval_processor_spans_seen_total" in response.read().decode()
+    finally:
+        stop.set()
+        thread.join()
+        for s in tricklers:
+            s.close()
+        processor.shutdown()

@@ -170,6 +170,7 @@ class _TracesHandler(BaseHTTPRequestHandler):
 class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
     owner: HttpReceiver
     thread_name = "otel-agent-eval-serve-http"
+    make_room = False  # exporters keep their connections alive: past the limit a new one gets a retryable 503
 
     def __init__(self, address: tuple[str, int], owner: HttpReceiver, max_connections: int) -> None:
         self.owner = owner
