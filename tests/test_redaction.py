@@ -81,6 +81,39 @@ def test_api():
         Redactor(PATTERN, False, ("app.args",))  # io_keys is keyword-only
 
 
+def test_span_fields_api():
+    """Name, status, links and resource: masked copies when something matched, the same objects otherwise."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.trace import Link, Status, StatusCode
+
+    r = Redactor(PATTERN)
+    status, plain_status = Status(StatusCode.ERROR, f"failed: token={S}"), Status(StatusCode.ERROR, "timeout")
+    links, plain_links = (Link(None, {"app.secret": S, "n": 1}),), (Link(None, {"n": 1}),)
+    resource, plain_resource = Resource({"service.name": "svc", "api_key": S}), Resource({"service.name": "svc"})
+    name, new_status, new_links, new_resource = r.span_fields(f"GET /x?token={S}", status, links, resource)
+    assert name == f"GET /x?token={MASK}" and new_status.status_code is StatusCode.ERROR
+    assert new_status.description == f"failed: token={MASK}"
+    assert dict(new_links[0].attributes) == {"app.secret": MASK, "n": 1}
+    assert dict(new_resource.attributes) == {"service.name": "svc", "api_key": MASK}
+    assert r.resource(resource) is new_resource  # cached per resource object
+    assert_no_leak([name, new_status.description, dict(new_links[0].attributes), dict(new_resource.attributes)])
+    unchanged = ("GET /plain", plain_status, plain_links, plain_resource)
+    assert all(a is b for a, b in zip(r.span_fields(*unchanged), unchanged))
+    assert all(a is b for a, b in zip(Redactor(None, True).span_fields(name, status, links, resource),
+                                      (name, status, links, resource)))  # drop_io alone: nothing to mask there
+    assert r.text(None) is None and r.text(f"api_key={S}") == f"api_key={MASK}" and r.text(HostileString(f"token={S}")) == MASK
+
+
+def test_bytes_are_read_as_utf8_text_or_masked():
+    r = Redactor(PATTERN)
+    plain = b"no keys here"
+    out = {"plain": plain, "pair": f"password={S}".encode(), "utf16": f"password={S}".encode("utf-16-le"),
+           "utf16be": f"token={S}".encode("utf-16-be"), "binary": b"\x89PNG\r\n\x1a\n" + S.encode(), "latin1": f"clé token={S}".encode("latin-1")}
+    r.apply(out)
+    assert out["plain"] is plain
+    assert {k: v for k, v in out.items() if k != "plain"} == dict.fromkeys(("pair", "utf16", "utf16be", "binary", "latin1"), MASK)
+
+
 # -- events ------------------------------------------------------------------------------
 
 

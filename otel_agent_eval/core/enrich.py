@@ -3,7 +3,8 @@
 opentelemetry-sdk freezes a span's attributes in `Span.end()` before any processor
 sees it, so the scores cannot be set on the span itself. `EnrichedSpan` is a
 `ReadableSpan` sharing everything with the original except its attributes (the
-original's plus `agent_eval.*`) and events (plus a GenAI `gen_ai.evaluation.result`).
+original's plus `agent_eval.*`) and events (plus a GenAI `gen_ai.evaluation.result`),
+and, with redaction on, its name, status, links and resource (masked copies).
 The attributes that only depend on the catalog are built once per `StaticScore`.
 """
 from __future__ import annotations
@@ -14,11 +15,13 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import conventions as c
 from .recognize import attribute_dict
-from .redact import Redactor
+from .redact import MASK, Redactor
 from .runs import AgentRun
 from .scoring import CallScore, StaticScore
 
@@ -40,23 +43,33 @@ _shared_values = itemgetter(*_SHARED_FIELDS)
 
 
 class EnrichedSpan(ReadableSpan):
-    """A finished span with extra attributes and events; everything else is the original's."""
+    """A finished span with extra attributes and events; everything else is the original's.
 
-    def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> None:
+    With a `redactor`, the fields besides attributes and events that may carry secrets are
+    masked copies: the name and the status description (as text), the links' attributes and
+    the resource (one masked copy per resource object). `attributes` and `events` are taken
+    as given: the caller redacts them.
+    """
+
+    def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event],
+                 redactor: Redactor | None = None) -> None:
         if type(span) is ReadableSpan or type(span) is EnrichedSpan:  # what on_end and exporters get: only fields
             self.__dict__ = {**span.__dict__, "_attributes": attributes, "_events": events, "_original": span}
-            return
-        try:  # ReadableSpan.__init__ only stores these: taking them as they are is 5x faster
-            values = _shared_values(span.__dict__)
-        except (AttributeError, KeyError):  # another ReadableSpan implementation: its public fields
-            super().__init__(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
-                             attributes=attributes, events=events, links=span.links, kind=span.kind, status=span.status,
-                             start_time=span.start_time, end_time=span.end_time,
-                             instrumentation_scope=span.instrumentation_scope)
         else:
-            self.__dict__.update(zip(_SHARED_FIELDS, values))
-            self._attributes, self._events = attributes, events
-        self._original = span
+            try:  # ReadableSpan.__init__ only stores these: taking them as they are is 5x faster
+                values = _shared_values(span.__dict__)
+            except (AttributeError, KeyError):  # another ReadableSpan implementation: its public fields
+                super().__init__(name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+                                 attributes=attributes, events=events, links=span.links, kind=span.kind,
+                                 status=span.status, start_time=span.start_time, end_time=span.end_time,
+                                 instrumentation_scope=span.instrumentation_scope)
+            else:
+                self.__dict__.update(zip(_SHARED_FIELDS, values))
+                self._attributes, self._events = attributes, events
+            self._original = span
+        if redactor is not None:
+            self._name, self._status, self._links, self._resource = redactor.span_fields(
+                self._name, self._status, self._links, self._resource)
 
     @property
     def dropped_attributes(self) -> int:
@@ -97,32 +110,45 @@ class Enricher:
         if not self.scores:
             merged = dict(attrs)
             self.redactor.apply(merged)
-            return EnrichedSpan(span, merged, self.redactor.events(events_of(span)))
-        static_attrs, event_attrs = self._for(score)
-        merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
-                  EXCESS_LATENCY_S: score.excess_latency_s}
-        if agent:
-            merged[AGENT] = agent
+            return EnrichedSpan(span, merged, self.redactor.events(events_of(span)), self.redactor)
+        static_attrs, event_attrs = self._for(score)  # redacted once per static score when redaction is on
+        redactor = self.redactor
+        if redactor is None:
+            merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
+                      EXCESS_LATENCY_S: score.excess_latency_s}
+            if agent:
+                merged[AGENT] = agent
+            events = events_of(span)
+        else:  # the same dict, each part redacted: the span's own attributes, the cached part, the per-call part
+            merged = dict(attrs)
+            redactor.apply(merged)
+            merged.update(static_attrs)
+            call = {OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded, EXCESS_LATENCY_S: score.excess_latency_s}
+            if agent:
+                call[AGENT] = agent
+            redactor.apply(call)
+            merged.update(call)
+            events = redactor.events(events_of(span))
         if not arguments_captured:
             merged[ARGUMENTS_CAPTURED] = False
-        events = events_of(span)
-        if self.redactor is not None:
-            self.redactor.apply(merged)
-            events = self.redactor.events(events)
         if not self.span_events:
-            return EnrichedSpan(span, merged, events)
-        event = Event(c.GEN_AI_EVALUATION_RESULT, call_evaluation(event_attrs, score), span.end_time)
-        return EnrichedSpan(span, merged, (*events, event))
+            return EnrichedSpan(span, merged, events, redactor)
+        event = Event(c.GEN_AI_EVALUATION_RESULT, call_evaluation(event_attrs, score, redactor), span.end_time)
+        return EnrichedSpan(span, merged, (*events, event), redactor)
 
     def evaluation(self, score: CallScore) -> Mapping[str, Any]:
-        """The `gen_ai.evaluation.result` attributes of a scored call (cached per static score)."""
-        return call_evaluation(self._for(score)[1], score)
+        """The `gen_ai.evaluation.result` attributes of a scored call (cached per static score), redacted."""
+        return call_evaluation(self._for(score)[1], score, self.redactor)
 
     def _for(self, score: CallScore) -> tuple[dict[str, Any], Mapping[str, Any]]:
         static = score.static
         cached = self._static.get(id(static))  # by identity: hashing a StaticScore's 19 fields costs more
         if cached is None or cached[0] is not static:
-            cached = (static, static_attributes(static), MappingProxyType(evaluation_event_attributes(static)))
+            attrs, event_attrs = static_attributes(static), evaluation_event_attributes(static)
+            if self.redactor is not None:  # the reason and task quote the tool's name, which the span chose
+                self.redactor.apply(attrs)
+                self.redactor.apply(event_attrs)
+            cached = (static, attrs, MappingProxyType(event_attrs))
             with self._lock:
                 if len(self._static) > 10_000:  # a catalog reload or unknown-name flood; start over
                     self._static.clear()
@@ -139,10 +165,10 @@ _RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correc
 
 def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None,
                span_events: bool = True) -> EnrichedSpan:
-    """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric."""
+    """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric,
+    all of it redacted (a span that is a copy of ours already was: only what is added here is)."""
     e, k = run.evaluation, _RUN_KEYS
     attrs = {
-        **attribute_dict(span),
         k["outcome"]: e.outcome, k["completion_reason"]: e.completion_reason, k["task"]: run.task,
         k["tool_calls"]: len(run.tool_calls) + run.calls_dropped, k["llm_calls"]: len(run.llm_calls),
         k["redundant_calls"]: len(e.redundant_calls), k["spurious_calls"]: len(e.spurious_calls),
@@ -162,12 +188,18 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
     if e.arguments_not_captured:  # unknown, so left out of argument validity
         attrs[k["arguments_not_captured"]] = len(e.arguments_not_captured)
     end = span.end_time
-    events = [Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass)] if span_events else []
-    own = events_of(span)
-    if redactor is not None and not isinstance(span, EnrichedSpan):  # a copy of ours is redacted already
-        redactor.apply(attrs)
-        own = redactor.events(own)
-    return EnrichedSpan(span, attrs, (*own, *events))
+    events = ([Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass, redactor)]
+              if span_events else [])
+    own, base = events_of(span), attribute_dict(span)  # the span's own dict: never changed in place
+    if redactor is not None:
+        redactor.apply(attrs)  # the completion reason quotes the root's status description
+        if isinstance(span, EnrichedSpan):  # a copy of ours: redacted already, its fields too
+            redactor = None
+        else:
+            base = dict(base)
+            redactor.apply(base)
+            own = redactor.events(own)
+    return EnrichedSpan(span, {**base, **attrs}, (*own, *events), redactor)
 
 
 EVALUATION_EVENTS = ("span", "log", "both")  # where gen_ai.evaluation.result events go
@@ -187,24 +219,52 @@ class EvaluationLog:
         self._logger = (logger_provider or get_logger_provider()).get_logger("otel_agent_eval")
 
     def emit(self, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
+        """One evaluation as a log record; `attributes` as `Enricher.evaluation` / `run_evaluations` give them (redacted)."""
         from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
         self._logger.emit(timestamp=span.end_time, context=set_span_in_context(NonRecordingSpan(span.context)),
                           event_name=c.GEN_AI_EVALUATION_RESULT, attributes=dict(attributes))
 
 
-def redacted(span: ReadableSpan, redactor: Redactor) -> EnrichedSpan:
-    """A copy of any span with its attributes and events redacted; on any failure, without them (fail closed)."""
+def redacted(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
+    """A copy of any span with everything in it redacted: attributes, events, name, status, links, resource.
+    On any failure, what is left of it is its identity and timing (fail closed)."""
     try:
         attrs = dict(span.attributes or {})
         redactor.apply(attrs)
-        return EnrichedSpan(span, attrs, redactor.events(events_of(span)))
+        return EnrichedSpan(span, attrs, redactor.events(events_of(span)), redactor)
     except Exception:  # noqa: BLE001 - what cannot be masked does not leave
-        return EnrichedSpan(span, {}, ())
+        return _stripped(span)
 
 
-def run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
-    """The `gen_ai.evaluation.result` attributes of an evaluated run: completion, health, and tool correctness when known."""
+def _stripped(span: Any) -> ReadableSpan:
+    """A span that could not be redacted: its context, parent, kind, times and status code; nothing that holds text."""
+    def get(name: str, default: Any = None) -> Any:
+        try:
+            return getattr(span, name)
+        except Exception:  # noqa: BLE001
+            return default
+
+    status = get("status")
+    kind = get("kind")
+    return ReadableSpan(name=MASK, context=get("context"), parent=get("parent"), resource=Resource({}),
+                        kind=kind if isinstance(kind, SpanKind) else SpanKind.INTERNAL,
+                        status=Status(getattr(status, "status_code", StatusCode.UNSET)),
+                        start_time=get("start_time"), end_time=get("end_time"),
+                        instrumentation_scope=get("instrumentation_scope"))
+
+
+def run_evaluations(run: AgentRun, health_pass: float, redactor: Redactor | None = None) -> list[dict[str, Any]]:
+    """The `gen_ai.evaluation.result` attributes of an evaluated run: completion, health, and tool correctness when
+    known; redacted with `redactor` (the completion reason quotes the root's status description)."""
+    out = _run_evaluations(run, health_pass)
+    if redactor is not None:
+        for attrs in out:
+            redactor.apply(attrs)
+    return out
+
+
+def _run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     e = run.evaluation
     out = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason),
            _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
@@ -215,12 +275,16 @@ def run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     return out
 
 
-def call_evaluation(event_attrs: Mapping[str, Any], score: CallScore) -> Mapping[str, Any]:
+def call_evaluation(event_attrs: Mapping[str, Any], score: CallScore, redactor: Redactor | None = None) -> Mapping[str, Any]:
     """A call's evaluation from its static part: as it is, or for a failed call the choice's score
-    explained with the failure (an error changes the outcome, not the scores)."""
+    explained with the failure (an error changes the outcome, not the scores). With `redactor`,
+    `event_attrs` are redacted already (`Enricher._for`) and the error type is redacted here, as
+    the span's `error.type` is."""
     if score.outcome == score.static.outcome:
         return event_attrs
-    return {**event_attrs, c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({score.error_type}). {score.static.reason}"}
+    error = score.error_type if redactor is None else redactor.text(score.error_type)
+    return {**event_attrs,
+            c.GEN_AI_EVALUATION_EXPLANATION: f"Tool call failed ({error}). {event_attrs[c.GEN_AI_EVALUATION_EXPLANATION]}"}
 
 
 def _evaluation(name: str, score: float, passed: bool, explanation: str) -> dict[str, Any]:

@@ -155,6 +155,7 @@ class Pipeline:
         self.redactor = redactor
         self._defer_all = not sees_starts
         self.fallback_for: str | None = None  # the catalog file the packaged catalog stands in for, if any
+        self.wanted_names: dict[str, str | None] | None = None  # the profile and environment configured for that file
 
     # -- the catalog -----------------------------------------------------------------
 
@@ -166,9 +167,10 @@ class Pipeline:
     def scorer(self) -> Scorer:
         return self.state.scorer
 
-    def build_state(self, catalog: Catalog) -> CatalogState:
-        """Everything the catalog decides, built before it is swapped in (raises on a bad catalog)."""
-        o = self._options
+    def build_state(self, catalog: Catalog, names: Mapping[str, str | None] | None = None) -> CatalogState:
+        """Everything the catalog decides, built before it is swapped in (raises on a bad catalog); `names`: another
+        profile and environment than the pipeline's (`swap` keeps them)."""
+        o = {**self._options, **names} if names else self._options
         mapping = o["attribute_mapping"] or catalog.attribute_mapping
         return CatalogState(
             catalog=catalog,
@@ -178,8 +180,10 @@ class Pipeline:
             defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
         )
 
-    def swap(self, state: CatalogState) -> None:
+    def swap(self, state: CatalogState, names: Mapping[str, str | None] | None = None) -> None:
         self.state = state
+        if names:  # the profile and environment it was built with stay for later reloads
+            self._options.update(names)
         self.sink.catalog_changed(state.catalog)
 
     def is_typed(self, attrs: Mapping[str, Any]) -> bool:
@@ -318,8 +322,8 @@ class Pipeline:
         self.sink.record(score, record.agent, record.trace_id)
         if self.evaluation_log is not None:
             try:
-                enricher = self.enricher
-                attrs = (enricher.evaluation(score) if enricher is not None and enricher.scores
+                enricher = self.enricher  # there is one whenever redaction is on: its evaluations are redacted
+                attrs = (enricher.evaluation(score) if enricher is not None
                          else call_evaluation(evaluation_event_attributes(score.static), score))
                 self.evaluation_log.emit(span, attrs)
             except Exception as exc:  # noqa: BLE001
@@ -370,7 +374,7 @@ class Pipeline:
         self.sink.record_run(run)
         if self.evaluation_log is not None and root is not None:
             try:
-                for attrs in run_evaluations(run, state.scorer.health_pass):
+                for attrs in run_evaluations(run, state.scorer.health_pass, self.redactor):
                     self.evaluation_log.emit(root, attrs)
             except Exception as exc:  # noqa: BLE001
                 self.failed("evaluation log event", exc)

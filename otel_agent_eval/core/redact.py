@@ -13,7 +13,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event
+from opentelemetry.trace import Link, Status, StatusCode
 
 from . import conventions as c
 
@@ -178,6 +180,10 @@ _BARE_END = re.compile(rf"[&;,\r\n]|\s+(?=[^{_DELIMS}]+\s*[:=]|\\*[\"'])")
 _FIRST = re.compile(r"\s*(\S)")
 # Characters without which a JSON key holds no pair, no JSON and no escapes, so needs no scan.
 _KEY_SCAN = re.compile(r"[=:{\[\"'\\%]").search
+# Control characters that text does not hold (tab, line feed and carriage return aside): bytes
+# decoding to them are binary or another encoding (UTF-16's NULs), where no key can be read.
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]").search
+_STATIC_CACHE = 256  # resources kept masked: one per process, a few with several providers
 
 
 class _TooDeep(Exception):
@@ -230,6 +236,7 @@ class Redactor:
         self._prefilter, fast = _analyse(self.pattern) if self.pattern is not None else (False, None)
         self._fast = fast.search if fast is not None else None
         self._keys: dict[str, bool] = {}  # attribute names repeat: what the pattern said of each
+        self._resources: dict[int, tuple[Any, Any]] = {}  # id -> (resource, its masked copy): spans share one
 
     # -- public ------------------------------------------------------------------------
 
@@ -250,6 +257,84 @@ class Redactor:
             except Exception:  # noqa: BLE001 - fail closed
                 out.append(_masked_event(event))
         return tuple(out)
+
+    def text(self, value: Any) -> Any:
+        """One value outside an attribute map (a span name, a status description, an evaluation's
+        explanation) redacted as an attribute value under a key that does not match: JSON walked,
+        `key=value` text and URL queries masked. MASK if that fails."""
+        if self._search is None or value is None:  # drop_io alone: names and descriptions hold no tool I/O
+            return value
+        try:
+            if type(value) is not str:
+                return self._other(value)
+            if (self._fast is not None and value.isascii() and self._fast(value.lower()) is None
+                    and "\\" not in value and "%" not in value):
+                return value  # the usual case: no key can match
+            return self._text(value, 0, True) if self._suspect(value) else value
+        except Exception:  # noqa: BLE001 - fail closed
+            return MASK
+
+    def span_fields(self, name: Any, status: Any, links: Any, resource: Any) -> tuple[Any, Any, Any, Any]:
+        """A span's name, status, links and resource as `text`, `status`, `links` and `resource` give
+        them: what an exported copy carries besides its attributes and events (each the same object
+        if nothing in it changed). Inlined for the usual span: a plain name, no description, no links."""
+        if self._search is None:  # drop_io alone: none of these hold tool I/O
+            return name, status, links, resource
+        fast = self._fast
+        if not (type(name) is str and fast is not None and name.isascii() and fast(name.lower()) is None
+                and "\\" not in name and "%" not in name):
+            name = self.text(name)
+        try:
+            if status is None or status.description:
+                status = self.status(status)
+            if links:
+                links = self.links(links)
+        except Exception:  # noqa: BLE001 - fail closed: an unreadable status or links object
+            status, links = self.status(status), ()
+        cached = self._resources.get(id(resource))
+        return name, status, links, (cached[1] if cached is not None and cached[0] is resource else self.resource(resource))
+
+    def status(self, status: Any) -> Any:
+        """The span status, with its description masked like `text` (a new Status only if it changed)."""
+        try:
+            description = status.description
+            if not description or self._search is None:
+                return status
+            masked = self.text(description)
+            return status if masked is description else Status(status.status_code, masked)
+        except Exception:  # noqa: BLE001 - fail closed: the code without a description
+            return Status(getattr(status, "status_code", StatusCode.UNSET))
+
+    def links(self, links: Any) -> Any:
+        """The span's links with their attributes redacted like `apply`'s; `links` itself if none changed."""
+        if not links:
+            return links
+        out, changed = [], False
+        for link in links:
+            try:
+                attrs = self._mapping(link.attributes, MESSAGE_KEYS)
+                new = link if attrs is None else Link(link.context, attrs)
+            except Exception:  # noqa: BLE001 - fail closed: the link without attributes
+                new = _masked_link(link)
+            changed = changed or new is not link
+            out.append(new)
+        return tuple(out) if changed else links
+
+    def resource(self, resource: Any) -> Any:
+        """The resource with its attributes redacted like `apply`'s, worked out once per resource
+        object (every span of a provider shares one); the resource itself if nothing changed."""
+        cached = self._resources.get(id(resource))
+        if cached is not None and cached[0] is resource:
+            return cached[1]
+        try:
+            attrs = self._mapping(resource.attributes, MESSAGE_KEYS)
+            masked = resource if attrs is None else Resource(attrs, getattr(resource, "schema_url", None))
+        except Exception:  # noqa: BLE001 - fail closed: a resource without attributes
+            masked = Resource({})
+        if len(self._resources) >= _STATIC_CACHE:
+            self._resources.clear()
+        self._resources[id(resource)] = (resource, masked)  # the original kept: its id is not reused
+        return masked
 
     # -- attributes --------------------------------------------------------------------
 
@@ -308,15 +393,25 @@ class Redactor:
         original = event.attributes
         if not original:
             return event
-        attrs = dict(original)
         name = event.name if isinstance(event.name, str) else ""
         genai = name.startswith("gen_ai.")
-        if self.drop_io and genai and (name == TOOL_MESSAGE_EVENT or attrs.get("role") == "tool"):
+        drop_content = self.drop_io and genai and (name == TOOL_MESSAGE_EVENT or original.get("role") == "tool")
+        attrs = self._mapping(original, EVENT_MESSAGE_KEYS if genai else MESSAGE_KEYS, drop_content)
+        return event if attrs is None else Event(event.name, attrs, event.timestamp)
+
+    def _mapping(self, original: Mapping[str, Any] | None, message_keys: frozenset[str],
+                 drop_content: bool = False) -> BoundedAttributes | None:
+        """The attributes of an event, a link or a resource redacted like `apply`'s (immutable, with
+        their dropped count); None if nothing changed. Raises: the caller fails closed."""
+        if not original:
+            return None
+        attrs = dict(original)
+        if drop_content:
             attrs.pop("content", None)
-        self._apply(attrs, False, EVENT_MESSAGE_KEYS if genai else MESSAGE_KEYS)
+        self._apply(attrs, False, message_keys)
         if len(attrs) == len(original) and all(k in original and original[k] is v for k, v in attrs.items()):
-            return event
-        return Event(event.name, _bounded(attrs, getattr(original, "dropped", 0)), event.timestamp)
+            return None
+        return _bounded(attrs, getattr(original, "dropped", 0))
 
     def _other(self, value: Any) -> Any:
         """A non-string attribute value: a sequence (element by element), a mapping, or anything else."""
@@ -338,7 +433,23 @@ class Redactor:
                 return value
             data = json.loads(text)
             return data if self._walk(data, 0) else value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return self._bytes(value)
         return MASK if self._suspect(str(value)) else value
+
+    def _bytes(self, value: bytes | bytearray | memoryview) -> Any:
+        """Bytes that are UTF-8 text are redacted as text, and masked whole if a key is in them
+        (as before); anything else (binary, UTF-16 whose NULs hide a key from any scan) cannot be
+        read, so it is masked (fail closed)."""
+        try:
+            text = bytes(value).decode("utf-8")  # strict: not UTF-8, not text
+        except UnicodeDecodeError:
+            return MASK
+        if _NOT_TEXT(text) is not None:
+            return MASK
+        if not self._suspect(text):
+            return value
+        return value if self._text(text, 0, True) is text else MASK
 
     # -- strings -----------------------------------------------------------------------
 
@@ -548,6 +659,15 @@ def _bounded(attrs: dict[str, Any], dropped: int) -> BoundedAttributes:
         bounded = BoundedAttributes(attributes=attrs, immutable=True)
     bounded.dropped = dropped if type(dropped) is int else 0
     return bounded
+
+
+def _masked_link(link: Any) -> Link:
+    """The link with every attribute masked (what could not be redacted goes out as nothing)."""
+    try:
+        keys = [str(k) for k in (link.attributes or {})]
+    except Exception:  # noqa: BLE001
+        keys = []
+    return Link(getattr(link, "context", None), {k: MASK for k in keys})
 
 
 def _masked_event(event: Any) -> Event:
