@@ -50,9 +50,35 @@ def _non_negative_float(text: str) -> float:
 def _regex(text: str) -> str:
     try:
         re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"not a regular expression: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - re.error, but also OverflowError (`a{99999999999}`), RecursionError, ...
+        raise ValueError(f"not a usable regular expression: {type(exc).__name__}: {exc}") from None
     return text
+
+
+class FailClosed(str):
+    """The redaction pattern used when the one asked for cannot be used: common secret keys, with tool I/O dropped too.
+
+    Redaction that was asked for never falls open: a span then leaves with fewer values, never with more.
+    """
+
+
+FAIL_CLOSED = FailClosed(r"passw(?:or)?d|pwd|secret|token(?!s)|api[-_]?key|access[-_]?key|private[-_]?key|credential|auth"
+                         r"|cookie|session|bearer|signature")
+FAIL_CLOSED_NOTE = (f"failing closed: masking keys that match {str(FAIL_CLOSED)!r} and dropping tool arguments and results "
+                    "(as OTEL_AGENT_EVAL_DROP_TOOL_IO=true does)")
+
+
+def usable_redaction(pattern: Any) -> Any:
+    """`pattern` if it can redact (None, a usable regular expression or compiled pattern), else `FAIL_CLOSED` (logged)."""
+    if pattern is None or isinstance(pattern, re.Pattern):
+        return pattern
+    try:
+        if not isinstance(pattern, str):
+            raise ValueError(f"expected a regular expression string, got {type(pattern).__name__}")
+        return _regex(pattern)
+    except ValueError as exc:
+        logger.error("otel-agent-eval: redact_keys=%r cannot be used (%s); %s", pattern, exc, FAIL_CLOSED_NOTE)
+        return FAIL_CLOSED
 
 
 def _count(text: str) -> int:
@@ -67,6 +93,74 @@ def _evaluation_events(text: str) -> str:
     if value not in ("span", "log", "both"):
         raise ValueError("expected span, log or both")
     return value
+
+
+def _number(value: Any, *, whole: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    if whole and not (isinstance(value, int) or value.is_integer()):
+        raise ValueError("expected a whole number")
+    return int(value) if whole else value
+
+
+def _positive(value: Any) -> float:
+    value = _number(value, whole=False)
+    if not 0 < value < float("inf"):
+        raise ValueError("expected a positive number")
+    return value
+
+
+def _at_least(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        value = _number(value, whole=True)
+        if value < minimum:
+            raise ValueError(f"expected a whole number >= {minimum}")
+        return value
+    return check
+
+
+def _port_number(value: Any) -> int:
+    return _port(str(_number(value, whole=True)))
+
+
+def _choice(value: Any) -> str:
+    if value not in ("span", "log", "both"):
+        raise ValueError("expected one of span, log, both")
+    return value
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return _text(value)
+
+
+def _catalog(value: Any) -> Any:
+    from .catalog import Catalog
+
+    if not isinstance(value, (str, os.PathLike, Catalog)):
+        raise ValueError(f"expected a Catalog or a path, got {type(value).__name__}")
+    return value
+
+
+# Arguments of `install()` and `AgentEvalSpanProcessor` that can be wrong, and their checks (a ValueError says why).
+ARGUMENTS: dict[str, Callable[[Any], Any]] = {
+    "catalog": _catalog, "port": _port_number, "addr": _name, "profile": _name, "environment": _name,
+    "window_s": _positive, "run_ttl_s": _positive, "max_unknown_tools": _at_least(0), "max_agents": _at_least(0),
+    "max_samples": _at_least(0), "max_calls_per_run": _at_least(0), "max_open_traces": _at_least(1),
+    "queue_limit": _at_least(1), "evaluation_events": _choice,
+}
+
+
+def check_arguments(**given: Any) -> None:
+    """Raise a ValueError naming the first argument in `given` that cannot be used."""
+    for name, value in given.items():
+        check = ARGUMENTS.get(name)
+        if check is not None:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise ValueError(f"otel-agent-eval: {name}={value!r}: {exc}") from None
 
 
 def _text(text: str) -> str:
@@ -106,7 +200,11 @@ class Settings:
                 continue
             try:
                 values[var.field] = var.parse(raw)
-            except ValueError as exc:
+            except Exception as exc:  # noqa: BLE001 - a setting never stops the app
+                if var.field == "redact_keys":  # redaction was asked for: never fall open
+                    logger.error("otel-agent-eval: %s=%r cannot be used (%s); %s", var.name, raw, exc, FAIL_CLOSED_NOTE)
+                    values[var.field] = FAIL_CLOSED
+                    continue
                 logger.warning("otel-agent-eval: ignoring %s=%r (%s); using the default %r",
                                var.name, raw, exc, getattr(defaults, var.field))
         return cls(**values)
@@ -138,7 +236,7 @@ ENV_VARS = (
     EnvVar(PREFIX + "MAX_SAMPLES", "max_samples", _count, "Samples the scored series may expose in one scrape; label sets past it are counted under `_other_` (default 50000)."),
     EnvVar(PREFIX + "CATALOG_POLL_SECONDS", "catalog_poll_seconds", _non_negative_float, "Reload the catalog when its file changes, looking every N seconds (default 0: off)."),
     EnvVar(PREFIX + "RELOAD_ON_SIGHUP", "reload_on_sighup", _bool, "Reload the catalog on SIGHUP (default false)."),
-    EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`)."),
+    EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`); one that cannot be used fails closed (FAIL_CLOSED)."),
     EnvVar(PREFIX + "DROP_TOOL_IO", "drop_tool_io", _bool, "Drop tool arguments and results from exported tool spans (default false)."),
     EnvVar(PREFIX + "EVALUATION_EVENTS", "evaluation_events", _evaluation_events, "Where `gen_ai.evaluation.result` events go: `span` (span events on exported spans, default), `log` (log records through the global LoggerProvider, parented to the evaluated span) or `both`."),
 )

@@ -129,7 +129,7 @@ class EvalMetrics:
         self._max_unknown_tools = max_unknown_tools
         self._max_agents = max_agents
         self.catalog = catalog
-        self.catalog_fallback = False  # the configured catalog failed to load; the packaged one scores
+        self._catalog_fallback = False  # the configured catalog failed to load; the packaged one scores
         self.counters: Counter[str] = Counter()
         self.scored = 0  # tool calls scored: the one counter of every call, a plain int under the lock
         self.seen = Tally()  # bumped on the app's threads, so lock-free
@@ -154,6 +154,17 @@ class EvalMetrics:
                                  "another AgentEvalSpanProcessor or install()); shut that one down first, or pass "
                                  "registry=CollectorRegistry()") from None
 
+    @property
+    def catalog_fallback(self) -> bool:
+        """Whether the configured catalog failed to load and the packaged one scores (`agent_eval_catalog_fallback`)."""
+        return self._catalog_fallback
+
+    @catalog_fallback.setter
+    def catalog_fallback(self, value: bool) -> None:
+        self._catalog_fallback = bool(value)
+        if self.mirror is not None:  # multiprocess mode: the endpoint serves it from the files
+            self.mirror.catalog_fallback(self._catalog_fallback)
+
     def describe(self) -> Iterator[Metric]:
         """The families this collector exposes, empty: how a registry detects a second registration."""
         specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
@@ -177,6 +188,7 @@ class EvalMetrics:
         self.dropped_downstream = Tally()
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
+            self.mirror.catalog_fallback(self._catalog_fallback)  # the child scores with the parent's catalog
 
     def catalog_changed(self, catalog: Catalog) -> None:
         """A reloaded catalog: its tools become known label values and its figures the gauges."""

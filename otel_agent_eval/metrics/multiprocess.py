@@ -3,7 +3,10 @@
 When `PROMETHEUS_MULTIPROC_DIR` is set (before prometheus_client is imported, as its docs
 require), each process also mirrors its counts into prometheus-client metrics backed by
 files in that directory, and `multiprocess_registry()` serves their sum with
-`MultiProcessCollector`, plus the catalog gauges.
+`MultiProcessCollector`, plus the catalog gauges. `agent_eval_catalog_fallback` is a file-backed gauge too
+(`livemax`: 1 while any live process scores with the packaged catalog instead of the configured one; a
+process that ends must be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in
+gunicorn's `child_exit`, as prometheus-client's docs say for every live gauge).
 
 Merged across processes: every counter and histogram (tool calls, cost, money wasted,
 excess latency, SLO violations, the duration and efficiency histograms, runs and their
@@ -18,7 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 
 from ..core.runs import AGENT_RUN
@@ -40,6 +43,8 @@ def multiprocess_registry(metrics: Any) -> CollectorRegistry:
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry)
+    if metrics.mirror is not None:  # the serving process always writes its flag, so the gauge is always served
+        metrics.mirror.catalog_fallback(metrics.catalog_fallback, always=True)
     registry.register(_CatalogGauges(lambda: metrics.catalog))
     return registry
 
@@ -77,6 +82,15 @@ class MultiprocessMirror:
         self.loops = _metric(n.RUN_LOOPS)
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
+        self._fallback: Any = None  # made on first use: a process that never fell back (a serve worker) writes no file
+
+    def catalog_fallback(self, value: bool, *, always: bool = False) -> None:
+        """This process's `agent_eval_catalog_fallback`; written once it was 1 (or `always`), then on every change."""
+        if self._fallback is None:
+            if not (value or always):
+                return
+            self._fallback = Gauge(n.CATALOG_FALLBACK.name, n.CATALOG_FALLBACK.help, multiprocess_mode="livemax", registry=None)
+        self._fallback.set(1 if value else 0)
 
     def record(self, score: CallScore, labels: tuple[str, str], duration_labels: tuple[str, str] | None) -> None:
         """One call, under the labels the in-process collector chose: (tool, agent) and (tool, tool type, error_type)."""

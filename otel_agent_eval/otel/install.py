@@ -6,7 +6,8 @@
 Explicit arguments win over `OTEL_AGENT_EVAL_*` environment variables, which win over
 defaults (`wiring.resolve`, shared with the zero-code exporter). A catalog file that cannot
 be used, given as an argument or by the environment, is logged and the packaged one scores
-instead, with `agent_eval_catalog_fallback` at 1: a deployment typo never takes the app down.
+instead, with `agent_eval_catalog_fallback` at 1: a deployment typo never takes the app down. So is
+any other argument that cannot be used: logged, naming it, and its setting or default used instead.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
-from ..config.settings import Settings
+from ..config.settings import ARGUMENTS, Settings
 from .processor import AgentEvalSpanProcessor
 from .wiring import attach, resolve
 
@@ -55,14 +56,44 @@ def install(
             logger.warning("otel-agent-eval: install() was already called for this TracerProvider; returning the running "
                            "processor (shut it down first to install with other settings)")
             return running
-        settings = Settings.from_env().override(profile=profile, environment=environment, metrics_enabled=serve_metrics,
-                                                metrics_port=port, metrics_addr=addr)
-        options = resolve(settings, catalog=catalog, **processor_options)
+        given = _usable(dict(catalog=catalog, port=port, addr=addr, profile=profile, environment=environment, **processor_options))
+        catalog = given.pop("catalog", None)
+        settings = Settings.from_env().override(profile=given.pop("profile", None), environment=given.pop("environment", None),
+                                                metrics_enabled=serve_metrics, metrics_port=given.pop("port", None),
+                                                metrics_addr=given.pop("addr", None))
+        options = resolve(settings, catalog=catalog, **given)
         processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, **options)
-        provider.add_span_processor(processor)
-        attach(processor, settings, catalog)
+        try:  # the provider gets it last, once all else went through; a failure leaves nothing behind
+            attach(processor, settings, catalog)
+            provider.add_span_processor(processor)
+        except BaseException:
+            _undo(processor)
+            raise
         _installed[provider] = processor
     return processor
+
+
+def _usable(given: dict[str, Any]) -> dict[str, Any]:
+    """The arguments that can be used; a bad one is logged, naming it, and the environment's value or the default
+    is used instead, as for a bad environment variable. (A bad `redact_keys` is kept: redaction fails closed.)"""
+    usable = {}
+    for name, value in given.items():
+        check = ARGUMENTS.get(name)
+        if check is None:
+            usable[name] = value
+        elif value is not None:  # None: not given
+            try:
+                usable[name] = check(value)
+            except ValueError as exc:
+                logger.warning("otel-agent-eval: ignoring install(%s=%r) (%s); using its OTEL_AGENT_EVAL_* setting or "
+                               "the default", name, value, exc)
+    return usable
+
+
+def _undo(processor: AgentEvalSpanProcessor) -> None:
+    """Stop a processor that was never installed, freeing its registry; the app's forwarded processor is left alone."""
+    processor.forward_to = None
+    processor.shutdown()
 
 
 _installed: weakref.WeakKeyDictionary[TracerProvider, AgentEvalSpanProcessor] = weakref.WeakKeyDictionary()

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
+from ..config.settings import check_arguments
 from ..core import conventions as c
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue
@@ -48,7 +49,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
     expression, e.g. ``"password|token|secret|api_key"``) replaces matching attribute values
     and keys inside tool arguments/results of forwarded spans with ``[REDACTED]``;
     `drop_tool_io=True` drops tool arguments and results from them altogether. The other
-    options are those of `wiring.build_pipeline`.
+    options are those of `wiring.build_pipeline`. A numeric or other option that cannot be used raises
+    ValueError naming it; a `redact_keys` that cannot be used is logged and redaction fails closed.
 
     `span.end()` only classifies the span with a few dict look-ups and queues it when it
     matters (tool, LLM and agent spans, and spans of their traces); a daemon thread runs
@@ -63,6 +65,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def __init__(self, catalog: Catalog | PathLike | None = None, *, registry: CollectorRegistry | None = REGISTRY,
                  forward_to: SpanProcessor | None = None, enrich: bool = True, max_open_traces: int = 10_000,
                  background: bool = True, queue_limit: int = DEFAULT_LIMIT, **options: Any) -> None:
+        check_arguments(queue_limit=queue_limit)  # the rest in build_pipeline: a ValueError naming it, nothing registered
         self.pipeline, self.metrics = build_pipeline(catalog, registry=registry, enrich=enrich and forward_to is not None,
                                                      max_open_traces=max_open_traces, **options)
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies

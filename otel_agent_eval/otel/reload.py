@@ -31,16 +31,35 @@ def reload_catalog(pipeline: Pipeline, catalog: Catalog | PathLike | None = None
             source = pipeline.catalog.source
             catalog = pipeline.fallback_for or (None if source.startswith("<") else source)
         new = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-        state = pipeline.build_state(new)
+        names = _wanted_names(pipeline, new)
+        state = pipeline.build_state(new, names)
     except Exception as exc:  # noqa: BLE001 - a catalog, or building from it, must never reach the app
         pipeline.sink.count("catalog_reloads_rejected")
         logger.error("otel-agent-eval: catalog reload rejected, still scoring with %s: %s", pipeline.catalog.source, exc)
         return False
-    pipeline.swap(state)
-    pipeline.fallback_for = None
+    pipeline.swap(state, names)
+    pipeline.fallback_for = pipeline.wanted_names = None
     pipeline.sink.count("catalog_reloads")
     logger.info("otel-agent-eval: catalog reloaded from %s (%d tools, %d tasks)", new.source, len(new.tools), len(new.tasks))
     return True
+
+
+def _wanted_names(pipeline: Pipeline, catalog: Catalog) -> dict[str, str | None] | None:
+    """While the packaged catalog stands in for the configured one: the configured profile and environment
+    for `catalog`, those it does not define replaced by its defaults (logged). None otherwise."""
+    wanted = pipeline.wanted_names
+    if pipeline.fallback_for is None or not wanted:
+        return None
+    names: dict[str, str | None] = {}
+    for option, known, variable in (("profile", catalog.profiles, "OTEL_AGENT_EVAL_PROFILE"),
+                                    ("environment", catalog.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT")):
+        name = wanted.get(option)
+        if name is not None and name not in known:
+            logger.warning("otel-agent-eval: %s=%r is not in the reloaded catalog %s (known: %s); using the catalog's "
+                           "default", variable, name, catalog.source, ", ".join(known))
+            name = None
+        names[option] = name
+    return names
 
 
 class CatalogWatcher:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import AttributeMapping, Catalog, CatalogError, PathLike, load_catalog
-from ..config.settings import Settings
+from ..config.settings import FailClosed, Settings, check_arguments, usable_redaction
 from ..core.pipeline import Pipeline
 from ..core.recognize import ToolCallRecord
 from ..core.redact import Redactor
@@ -68,18 +68,30 @@ def build_pipeline(
     evaluation_events: str = "span",
     logger_provider: Any = None,
 ) -> tuple[Pipeline, EvalMetrics]:
-    """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None)."""
+    """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None).
+
+    A bad option raises ValueError naming it, before anything is registered; a `redact_keys` that cannot be
+    used is logged and redaction fails closed (`settings.FAIL_CLOSED`), never open."""
+    check_arguments(window_s=window_s, max_unknown_tools=max_unknown_tools, max_agents=max_agents, max_samples=max_samples,
+                    max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, run_ttl_s=run_ttl_s,
+                    evaluation_events=evaluation_events)
+    redact_keys = usable_redaction(redact_keys)
+    drop_tool_io = drop_tool_io or isinstance(redact_keys, FailClosed)
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-    metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
-                          max_agents=max_agents, max_samples=max_samples)
     mapping = attribute_mapping or loaded.attribute_mapping  # in-house tool I/O keys are tool I/O too
     io_keys = (mapping.arguments, mapping.result) if mapping else ()
     redactor = Redactor(redact_keys, drop_tool_io, io_keys=io_keys) if redact_keys or drop_tool_io else None
-    pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
-                        run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
-                        on_run=on_run, max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run,
-                        run_ttl_s=run_ttl_s, sees_starts=sees_starts, clock=clock, evaluation_events=evaluation_events,
-                        logger_provider=logger_provider)
+    metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
+                          max_agents=max_agents, max_samples=max_samples)
+    try:
+        pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
+                            run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
+                            on_run=on_run, max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run,
+                            run_ttl_s=run_ttl_s, sees_starts=sees_starts, clock=clock, evaluation_events=evaluation_events,
+                            logger_provider=logger_provider)
+    except BaseException:  # e.g. an unknown profile: closed, as after a shutdown, the next processor takes the registry
+        metrics.close()
+        raise
     metrics.closed_early = pipeline.runs.closed_early
     return pipeline, metrics
 
@@ -108,6 +120,8 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
                                       and owner.pipeline.catalog.source.startswith("<packaged"))
     if owner.metrics.catalog_fallback:  # a reload without arguments reads the wanted file again, not the packaged one
         owner.pipeline.fallback_for = os.fspath(wanted)
+        # and once it loads, the profile and environment configured for it apply (the packaged catalog may lack them)
+        owner.pipeline.wanted_names = {"profile": settings.profile, "environment": settings.environment}
     if settings.metrics_enabled and owner.metrics.registry is not None:
         registry = multiprocess_registry(owner.metrics) if multiprocess_dir() else owner.metrics.registry
         start_metrics_endpoint(owner, registry, settings)
@@ -119,10 +133,10 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
 
 
 def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: Settings) -> None:
-    """Serve /metrics for `owner`; a busy port is logged, never raised."""
+    """Serve /metrics for `owner`; a busy port (or any failure to serve) is logged, never raised."""
     try:
         server, thread = serve(registry, port=settings.metrics_port, addr=settings.metrics_addr)
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - a busy port, an address that is no address, ...
         logger.error("otel-agent-eval: cannot serve metrics on %s:%s (%s); scoring goes on without the endpoint",
                      settings.metrics_addr, settings.metrics_port, exc)
         return
