@@ -292,3 +292,24 @@ def test_redacting_a_run_root_leaves_the_original_span_as_it_was():
     assert root.attributes["api_key"] == "[REDACTED]" and "agent_eval.run.outcome" in root.attributes
     (original,) = [s for s in seen if s.name.startswith("invoke_agent")]
     assert original.attributes["api_key"] == "SEKRIT-root"
+
+
+def test_names_from_spans_are_masked_in_metric_labels_too():
+    """A tool, agent, tool type or error type named with a secret would leave through /metrics as a label value."""
+    from prometheus_client import generate_latest
+
+    registry, provider = CollectorRegistry(), TracerProvider()
+    processor = AgentEvalSpanProcessor(registry=registry, redact_keys="token|secret|api_key", background=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "secret=SEKRIT-agent"}):
+        for tool, extra in (("token=SEKRIT-tool", {}), ("web_search", {"error.type": "api_key=SEKRIT-error"}),
+                            ("local_index", {"gen_ai.tool.type": "token=SEKRIT-type"})):
+            with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, **extra}):
+                pass
+    exposition = generate_latest(registry).decode()
+    assert "web_search" in exposition and "[REDACTED]" in exposition
+    assert "SEKRIT" not in exposition
+    processor.shutdown()

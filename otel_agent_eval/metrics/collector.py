@@ -113,8 +113,10 @@ class EvalMetrics:
         max_unknown_tools: int = 20,
         max_agents: int = 100,
         max_samples: int = b.DEFAULT_MAX_SAMPLES,
+        label_mask: Callable[[str], str] | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._mask = label_mask  # redaction's, when on: names from spans become label values
         self._series: dict[tuple[str, str], _Series] = {}
         self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
@@ -287,13 +289,17 @@ class EvalMetrics:
     def _bounded(self, name: str, seen: set[str], cap: int, *, count: bool = True) -> str:
         """`name` as a label value while fewer than `cap` names were seen, else OTHER (counted)."""
         if name in seen:
-            return label_text(name)
+            return self._label(name)
         if len(seen) < cap:
             seen.add(name)
-            return label_text(name)
+            return self._label(name)
         if count:
             self.counters["labels_folded"] += 1
         return OTHER
+
+    def _label(self, text: str) -> str:
+        """Span text as a label value: masked when redaction is on (a tool named `token=...` is data leaving too)."""
+        return label_text(text if self._mask is None else self._mask(text))
 
     # -- new label sets: charged to the sample budget, or folded into _other_ -----------
 
@@ -342,10 +348,10 @@ class EvalMetrics:
         """The (tool, tool type, error_type) histogram of a call: error types capped per tool, then the budget.
         A tool has one type (a few at most, from a bounded set), so the type adds no series in practice."""
         tool = self._tool_label(key[0], count=False)  # the call's series already counted a folded name
-        error_type = label_text(key[2])
-        if (tool, key[1], error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
+        tool_type, error_type = self._label(key[1]), self._label(key[2])
+        if (tool, tool_type, error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
             error_type = "_OTHER"
-        return self._labelled(self._durations, (tool, key[1], error_type), b.DURATION, (OTHER, "", "_OTHER"),
+        return self._labelled(self._durations, (tool, tool_type, error_type), b.DURATION, (OTHER, "", "_OTHER"),
                               self._make_duration)
 
     def _make_duration(self, labels: tuple[str, str]) -> BucketCounts:

@@ -82,7 +82,7 @@ def build_pipeline(
     io_keys = (mapping.arguments, mapping.result) if mapping else ()
     redactor = Redactor(redact_keys, drop_tool_io, io_keys=io_keys) if redact_keys or drop_tool_io else None
     metrics = EvalMetrics(registry=registry, catalog=loaded, window_s=window_s, max_unknown_tools=max_unknown_tools,
-                          max_agents=max_agents, max_samples=max_samples)
+                          max_agents=max_agents, max_samples=max_samples, label_mask=redactor.text if redactor else None)
     try:
         pipeline = Pipeline(loaded, profile=profile, environment=environment, attribute_mapping=attribute_mapping,
                             run_validator=run_validator, sink=metrics, enrich=enrich, redactor=redactor, on_call=on_call,
