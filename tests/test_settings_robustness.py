@@ -128,7 +128,7 @@ def _free_port() -> int:
 
 @pytest.mark.parametrize("argument", [
     dict(port=-1), dict(port="abc"), dict(port=70000), dict(addr=5), dict(evaluation_events="stdout"), dict(catalog=123),
-    dict(window_s="x"), dict(window_s=-5), dict(window_s=float("inf")), dict(run_ttl_s=0), dict(max_open_traces=0),
+    dict(window_s="x"), dict(window_s=-5), dict(window_s=float("inf")), dict(run_ttl_s=-1), dict(max_open_traces=0),
     dict(max_open_traces=-1), dict(max_calls_per_run=-1), dict(max_unknown_tools=-1), dict(max_agents=1.5),
     dict(max_samples="many"), dict(queue_limit=0), dict(profile=3), dict(environment=""),
 ], ids=lambda a: "{}={!r}".format(*next(iter(a.items()))))

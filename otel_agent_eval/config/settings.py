@@ -110,6 +110,13 @@ def _positive(value: Any) -> float:
     return value
 
 
+def _not_negative(value: Any) -> float:
+    value = _number(value, whole=False)
+    if not 0 <= value < float("inf"):
+        raise ValueError("expected a number >= 0")
+    return value
+
+
 def _at_least(minimum: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         value = _number(value, whole=True)
@@ -146,7 +153,7 @@ def _catalog(value: Any) -> Any:
 # Arguments of `install()` and `AgentEvalSpanProcessor` that can be wrong, and their checks (a ValueError says why).
 ARGUMENTS: dict[str, Callable[[Any], Any]] = {
     "catalog": _catalog, "port": _port_number, "addr": _name, "profile": _name, "environment": _name,
-    "window_s": _positive, "run_ttl_s": _positive, "max_unknown_tools": _at_least(0), "max_agents": _at_least(0),
+    "window_s": _positive, "run_ttl_s": _not_negative, "max_unknown_tools": _at_least(0), "max_agents": _at_least(0),
     "max_samples": _at_least(0), "max_calls_per_run": _at_least(0), "max_open_traces": _at_least(1),
     "queue_limit": _at_least(1), "evaluation_events": _choice,
 }
