@@ -88,11 +88,11 @@ def _count(text: str) -> int:
     return value
 
 
+EVALUATION_EVENTS = ("span", "log", "both")
+
+
 def _evaluation_events(text: str) -> str:
-    value = text.strip().lower()
-    if value not in ("span", "log", "both"):
-        raise ValueError("expected span, log or both")
-    return value
+    return _choice(text.strip().lower())
 
 
 def _number(value: Any, *, whole: bool) -> float:
@@ -131,7 +131,7 @@ def _port_number(value: Any) -> int:
 
 
 def _choice(value: Any) -> str:
-    if value not in ("span", "log", "both"):
+    if value not in EVALUATION_EVENTS:
         raise ValueError("expected one of span, log, both")
     return value
 

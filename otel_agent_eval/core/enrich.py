@@ -202,7 +202,6 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
     return EnrichedSpan(span, {**base, **attrs}, (*own, *events), redactor)
 
 
-EVALUATION_EVENTS = ("span", "log", "both")  # where gen_ai.evaluation.result events go
 
 
 class EvaluationLog:

@@ -26,8 +26,9 @@ from typing import Any, NamedTuple, Protocol
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..config.catalog import AttributeMapping, Catalog
+from ..config.settings import EVALUATION_EVENTS
 from . import conventions as c
-from .enrich import (EVALUATION_EVENTS, EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
+from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
 from .recognize import (SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of,
                         custom_convention, llm_call_of, read_tool_call, span_facts)
