@@ -277,13 +277,9 @@ class Redactor:
     def span_fields(self, name: Any, status: Any, links: Any, resource: Any) -> tuple[Any, Any, Any, Any]:
         """A span's name, status, links and resource as `text`, `status`, `links` and `resource` give
         them: what an exported copy carries besides its attributes and events (each the same object
-        if nothing in it changed). Inlined for the usual span: a plain name, no description, no links."""
+        if nothing in it changed)."""
         if self._search is None:  # drop_io alone: none of these hold tool I/O
             return name, status, links, resource
-        fast = self._fast
-        if not (type(name) is str and fast is not None and name.isascii() and fast(name.lower()) is None
-                and "\\" not in name and "%" not in name):
-            name = self.text(name)
         try:
             if status is None or status.description:
                 status = self.status(status)
@@ -291,8 +287,7 @@ class Redactor:
                 links = self.links(links)
         except Exception:  # noqa: BLE001 - fail closed: an unreadable status or links object
             status, links = self.status(status), ()
-        cached = self._resources.get(id(resource))
-        return name, status, links, (cached[1] if cached is not None and cached[0] is resource else self.resource(resource))
+        return self.text(name), status, links, self.resource(resource)
 
     def status(self, status: Any) -> Any:
         """The span status, with its description masked like `text` (a new Status only if it changed)."""
