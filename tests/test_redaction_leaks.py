@@ -313,3 +313,24 @@ def test_names_from_spans_are_masked_in_metric_labels_too():
     assert "web_search" in exposition and "[REDACTED]" in exposition
     assert "SEKRIT" not in exposition
     processor.shutdown()
+
+
+def test_log_lines_quote_span_values_masked(caplog):
+    """A log line is data leaving the process too: a failing callback's message and the malformed-span warning
+    quote values from spans."""
+    import logging
+
+    def on_call(record, score):  # (the frames logged show this line: the secret must come from the span, not from it)
+        raise ValueError(f"cannot handle {record.name}: token={record.arguments['token']}")
+
+    provider = TracerProvider()
+    provider.add_span_processor(AgentEvalSpanProcessor(registry=CollectorRegistry(), redact_keys="token", on_call=on_call,
+                                                       background=False))
+    with caplog.at_level(logging.WARNING, logger="otel_agent_eval"):
+        with provider.get_tracer("t").start_as_current_span("execute_tool x", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": ["token=SEKRIT-name"],
+                "gen_ai.tool.call.arguments": json.dumps({"token": "SEKRIT-arguments"})}):
+            pass
+    assert "on_call callback failed" in caplog.text and "unreadable values" in caplog.text
+    assert "SEKRIT" not in caplog.text and "[REDACTED]" in caplog.text
+    assert "test_redaction_leaks.py" in caplog.text  # the traceback's frames are still there

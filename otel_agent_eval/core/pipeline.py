@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -82,10 +83,12 @@ class CatalogState(NamedTuple):
 
 
 class Failures:
-    """Log each kind of failure once, count every one: the host app must never see them."""
+    """Log each kind of failure once, count every one: the host app must never see them. With `mask` (redaction's),
+    what a log line quotes is masked as exported values are: a message may quote a span's values."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, mask: Callable[[str], str] | None = None) -> None:
         self.sink = sink
+        self._mask = mask
         self._logged: set[tuple[str, type]] = set()
 
     def __call__(self, stage: str, exc: BaseException, counter: str = "internal_errors") -> None:
@@ -94,15 +97,20 @@ class Failures:
             key = (stage, type(exc))
             if key not in self._logged:
                 self._logged.add(key)
-                logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted",
-                             stage, type(exc).__name__, exc, type(exc).__name__, exc_info=exc)
+                if self._mask is None:
+                    logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted",
+                                 stage, type(exc).__name__, exc, type(exc).__name__, exc_info=exc)
+                else:  # the traceback's frames, not its last line: that repeats the message unmasked
+                    logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted\n%s",
+                                 stage, type(exc).__name__, self._mask(str(exc)), type(exc).__name__,
+                                 "".join(traceback.format_tb(exc.__traceback__)))
         except Exception:  # noqa: BLE001 - the error path itself must not raise
             pass
 
     def once(self, key: str, message: str, *args: Any) -> None:
         if (key, type(None)) not in self._logged:
             self._logged.add((key, type(None)))
-            logger.warning(message, *args)
+            logger.warning(message, *(args if self._mask is None else (self._mask(str(a)) for a in args)))
 
 
 class Pipeline:
@@ -144,7 +152,7 @@ class Pipeline:
                              run_validator=run_validator)
         self.state = self.build_state(catalog)
         self.sink: Sink = sink if sink is not None else NoSink()
-        self.failed = Failures(self.sink)
+        self.failed = Failures(self.sink, redactor.text if redactor is not None else None)
         self.on_call = on_call
         self.on_run = on_run
         self.runs = RunTracker(max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, ttl_s=run_ttl_s,
