@@ -11,6 +11,11 @@ invalid (left out of argument validity, listed in `arguments_not_captured`) and 
 call, nor loops with it. A **loop** is LOOP_CALLS (3) or more consecutive calls of one tool with the same
 captured arguments (`RunEvaluation.loops`, one tool name per loop). Calls of the catalog's `ignore_tools` (framework-internal, e.g. smolagents' `final_answer`)
 are no part of the run's evaluation.
+
+Calls are compared by their catalog tool (an alias or qualified name is its tool; an unknown name is
+itself) everywhere: redundancy, recovery from errors, loops, spurious calls and tool correctness. The
+lists of the evaluation keep the names as called. A run closed before its root span ended (TTL,
+capacity, shutdown) has no root status: it is not completed.
 """
 from __future__ import annotations
 
@@ -45,7 +50,8 @@ class _Shape(NamedTuple):
     correctness: float | None
     spurious: tuple[str, ...]
     validators: tuple[Any, ...]  # per call: the catalog tool's compiled check, or _SPAN_SCHEMA
-    repeated: frozenset[str]  # tools called more than once: the only ones a call can repeat
+    canonical: tuple[str, ...]  # per call: its catalog tool's name, or the name as called when unknown
+    repeated: frozenset[str]  # catalog tools called more than once: the only ones a call can repeat
     streaks: tuple[tuple[int, int], ...]  # [start, end) of LOOP_CALLS+ consecutive calls of one tool: where loops can be
 
 
@@ -69,9 +75,9 @@ class RunEvaluator:
         ignore = self.catalog.ignore_tools
         calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else list(run.tool_calls)
         shape = self._shape(tuple([r.name for r in calls]), route)
-        completed, why = self._completion(run, calls)
+        completed, why = self._completion(run, calls, shape.canonical)
         validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
-        spurious, redundant = shape.spurious, _redundant(calls, shape.repeated) if shape.repeated else ()
+        spurious, redundant = shape.spurious, _redundant(calls, shape.canonical, shape.repeated) if shape.repeated else ()
         loops = _loops(calls, shape.streaks) if shape.streaks else ()
         precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
         known = [v for v in (validity, shape.order, precision) if v is not None]
@@ -108,17 +114,19 @@ class RunEvaluator:
                 allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
                 spurious = tuple(n for n, c in zip(names, canonical) if c not in allowed)
             validators = tuple(self._catalog_validator(t) for t in tools)
-            repeated = frozenset(n for n in names if names.count(n) > 1)
+            repeated = frozenset(n for n in canonical if canonical.count(n) > 1)
             if len(self._shapes) >= _CACHE_LIMIT:
                 self._shapes.clear()
-            shape = self._shapes[key] = _Shape(order, correctness, spurious, validators, repeated, _streaks(canonical))
+            shape = self._shapes[key] = _Shape(order, correctness, spurious, validators, canonical, repeated, _streaks(canonical))
         return shape
 
-    def _completion(self, run: AgentRun, calls: list[Any]) -> tuple[bool, str]:
+    def _completion(self, run: AgentRun, calls: list[Any], canonical: tuple[str, ...]) -> tuple[bool, str]:
+        if run.closed_by != "end":  # closed by TTL, capacity or shutdown: the root never ended, it has no status
+            return False, f"closed by {run.closed_by} before its root span ended"
         if run.status == "error":
             return False, f"the run ended with an error: {run.error}"
         failed = [r for r in calls if r.error is not None]
-        unhandled = _unhandled_errors(calls) if failed else ()
+        unhandled = _unhandled_errors(calls, canonical) if failed else ()
         if unhandled:
             return False, f"tool errors not recovered by a later successful call: {', '.join(unhandled)}"
         if self.validator is not None:
@@ -274,28 +282,30 @@ def _as_schema_expects(arguments: dict[str, Any], schema: Mapping[str, Any]) -> 
     return {names[0]: arguments["input"]} if len(names) == 1 else arguments
 
 
-def _unhandled_errors(calls: list[Any]) -> list[str]:
-    """Tools whose last call in the run failed (an error followed by a success of the same tool is handled)."""
-    last: dict[str, bool] = {}
-    for record in calls:
-        last[record.name] = record.error is None
-    return [name for name, ok in last.items() if not ok]
+def _unhandled_errors(calls: list[Any], canonical: tuple[str, ...]) -> list[str]:
+    """Tools whose last call in the run failed (an error followed by a success of the same catalog tool,
+    by any of its names, is handled), named as that last call named them."""
+    last: dict[str, Any] = {}
+    for record, tool in zip(calls, canonical):
+        last[tool] = record
+    return [record.name for record in last.values() if record.error is not None]
 
 
-def _redundant(calls: list[Any], repeated: frozenset[str]) -> tuple[str, ...]:
-    """Calls repeating an earlier successful call with the same arguments (a retry after an error is not).
-    Calls whose arguments were not captured repeat nothing: unknown arguments are not the same arguments.
-    Only tools in `repeated` (called more than once) are looked at: the others skip the canonical JSON."""
+def _redundant(calls: list[Any], canonical: tuple[str, ...], repeated: frozenset[str]) -> tuple[str, ...]:
+    """Calls repeating an earlier successful call of the same catalog tool (`canonical[i]`: an alias is its
+    tool) with the same arguments (a retry after an error is not), named as called. Calls whose arguments
+    were not captured repeat nothing: unknown arguments are not the same arguments. Only tools in
+    `repeated` (called more than once) are looked at: the others skip the canonical JSON."""
     succeeded: set[tuple[str, str]] = set()
     repeats = []
-    for record in calls:
-        if record.name not in repeated:
+    for record, tool in zip(calls, canonical):
+        if tool not in repeated:
             continue
         arguments = record.arguments
         if arguments is None:
             continue
         try:
-            key = (record.name, json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":")))
+            key = (tool, json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":")))
         except (ValueError, TypeError, RecursionError):
             continue
         if key in succeeded:

@@ -7,7 +7,7 @@ is built, so scoring a live call is a dict look-up plus its observed duration.
     >>> scorer = Scorer(load_catalog(), environment="staging")
     >>> score = scorer.score(record, scorer.route(agent="support_agent"))
     >>> score.outcome, score.optimal_tool, round(score.efficiency, 2)
-    ('suboptimal', 'local_index', 0.06)
+    ('suboptimal', 'local_index', 0.03)
 """
 from __future__ import annotations
 
