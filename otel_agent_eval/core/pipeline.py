@@ -244,6 +244,16 @@ class Pipeline:
     def _outgoing(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
         return spans if self.redactor is None else [self.outgoing(s) for s in spans]
 
+    def expire(self) -> list[ReadableSpan]:
+        """Close the runs idle past the TTL (the adapters call this periodically: in a quiet process no new trace
+        comes to); evaluate them and return their held-back spans. Cheap when nothing is due."""
+        try:
+            if not self.runs.expire():
+                return []
+        except Exception as exc:  # noqa: BLE001
+            self.failed("expire runs", exc)
+        return self._outgoing(self._release_closed_early())
+
     def close_all(self) -> list[ReadableSpan]:
         """Close every open run (shutdown): evaluate them and return their held-back spans."""
         released: list[ReadableSpan] = []
@@ -271,6 +281,12 @@ class Pipeline:
         if inner and self._same_tool(record.name, inner):
             self.sink.count("nested_tool_spans")  # the call was scored on its inner span (MCP `tools/call`)
             return [span] if local_child else self._close_runs(span, attrs, facts, [span])
+        if local_child and record.trace_id in self.runs.recent_roots:  # its trace's root has ended: late?
+            root = self.runs.late(record.trace_id, record.start_ns)
+            if root is not None:  # its agent's run is evaluated: scored with that agent, forwarded now, in no run
+                self.sink.count("late_tool_spans")
+                record.agent = record.agent or root[2]
+                return [self._enriched(span, attrs, record, self.score(span, attrs, record))]
         if record.agent is None:
             record.agent = self.runs.agent_of(record.trace_id)
             if (record.agent is None and local_child and (self._defer_all or self.state.defer_unrouted)

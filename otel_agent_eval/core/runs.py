@@ -9,7 +9,10 @@ given to that agent by time containment when it ends.
 
 Memory is bounded: at most `max_open_traces` traces (oldest closed early), at most
 `max_calls_per_run` calls kept per run (the rest only counted), and traces whose root never
-ends close after `ttl_s`. Every early close is counted by reason.
+ends close `ttl_s` after their last span (checked as new traces open and by `expire()`, which
+the adapters call periodically). Every early close is counted by reason. A call that ends after
+its trace's root did (inside the root's time) is *late*: `late()` gives the agent of that root's
+run, remembered for the last `RECENT_TRACES` traces, and the call joins no run.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from .scoring import CallScore
 
 AGENT_RUN, TRACE_RUN = "agent", "trace"
+RECENT_TRACES = 4_096  # traces whose root ended, remembered for the calls that end after it
 
 
 @dataclass(slots=True)  # built once per run: a frozen dataclass costs 3x as much to build
@@ -127,13 +131,14 @@ class _OpenRun:
 
 
 class _OpenTrace:
-    __slots__ = ("agents", "root_run", "pending", "opened", "closed_agents", "tool_parents")
+    __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
         self.root_run: _OpenRun | None = None  # calls outside any agent run
         self.pending: list[Pending] = []
-        self.opened = opened
+        self.opened = opened  # when it opened, or was last found active by _expire: the order of RunTracker._traces
+        self.last = opened  # when it last got a span: the TTL counts from here
         self.closed_agents: list[tuple[int, int]] = []  # (start, end) of agent spans ended: an agent seen only
         # at its end (no start hint) wraps those inside its time range
         self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
@@ -153,6 +158,8 @@ class RunTracker:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._traces: dict[int, _OpenTrace] = {}
         self._agent_spans: dict[int, int] = {}  # open agent span id -> trace id
+        self.recent_roots: dict[int, tuple[int, int, str | None]] = {}  # trace id -> (root start, root end, agent of
+        # the root's run) of the last RECENT_TRACES traces whose root ended (read-only outside: see `late`)
         self._max_traces = max_open_traces
         self._max_calls = max_calls_per_run
         self._ttl_s = ttl_s
@@ -167,7 +174,7 @@ class RunTracker:
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's open runs are the parent's; start empty with a fresh lock."""
         self._lock = threading.Lock()
-        self._traces, self._agent_spans, self.early_closed = {}, {}, []
+        self._traces, self._agent_spans, self.early_closed, self.recent_roots = {}, {}, [], {}
 
     # -- as spans start and end -----------------------------------------------------
 
@@ -184,6 +191,14 @@ class RunTracker:
         except IndexError:  # emptied by another thread meanwhile
             return None
 
+    def late(self, trace_id: int, start_ns: int | None) -> tuple[int, int, str | None] | None:
+        """For a call that started inside a root that has ended (its trace no longer open): (root start, root end,
+        agent of the root's run), else None. Its run was evaluated: the call joins none (lock-free read)."""
+        if trace_id in self._traces:
+            return None
+        root = self.recent_roots.get(trace_id)
+        return root if root is not None and type(start_ns) is int and root[0] <= start_ns <= root[1] else None
+
     def add_call(self, trace_id: int, record: ToolCallRecord, score: CallScore) -> None:
         with self._lock:
             trace = self._trace(trace_id)
@@ -196,6 +211,8 @@ class RunTracker:
             self._note_parent(trace, run, record)
 
     def add_llm(self, trace_id: int, call: LLMCall) -> None:
+        if trace_id in self.recent_roots and self.late(trace_id, call.start_ns) is not None:
+            return  # ended after its root: that run was evaluated, and a new one would hold it for the TTL
         with self._lock:
             run = self._trace(trace_id).innermost()
             if len(run.llm) < self._max_calls:
@@ -245,6 +262,12 @@ class RunTracker:
             if is_root:
                 del self._traces[trace_id]
                 closed.extend(self._close_trace(trace, span, facts, "end"))
+                agent = agent_at_end
+                for item in closed:  # the root's own run: its agent run, else its trace run
+                    if item is not None and item.run.root_span_id == span_id:
+                        agent = item.run.agent
+                        break
+                self._remember(trace_id, facts, agent)
         return [c for c in closed if c is not None]
 
     @property
@@ -259,6 +282,18 @@ class RunTracker:
         with self._lock:
             out, self.early_closed = self.early_closed, []
         return out
+
+    def expire(self) -> bool:
+        """Close the traces idle for `ttl_s` (a periodic hook: in a quiet process no new trace comes to do it);
+        True when runs were closed (`drain_closed_early()` has them). Cheap when none is due."""
+        if not self._traces:
+            return False
+        with self._lock:
+            now = self._clock()
+            oldest = next(iter(self._traces.values()), None)
+            if oldest is not None and now - oldest.opened >= self._ttl_s:
+                self._expire(now)
+        return bool(self.early_closed)
 
     def close_all(self, reason: str = "shutdown") -> list[ClosedRun]:
         with self._lock:
@@ -285,23 +320,41 @@ class RunTracker:
 
     def _trace(self, trace_id: int) -> _OpenTrace:
         trace = self._traces.get(trace_id)
+        now = self._clock()
         if trace is None:
-            now = self._clock()
             self._expire(now)
             if len(self._traces) >= self._max_traces:
                 oldest_id = next(iter(self._traces))
                 self._evict(oldest_id, "capacity")
             trace = self._traces[trace_id] = _OpenTrace(now)
+        else:
+            trace.last = now
         return trace
 
     def _expire(self, now: float) -> None:
-        expired = []
-        for trace_id, trace in self._traces.items():  # insertion order: oldest first
-            if now - trace.opened < self._ttl_s:
+        """Close traces with no span for `ttl_s`. Those opened (or last checked) that long ago but active since
+        move to the end, as if opened at their last span: each is looked at once per TTL, not per call."""
+        traces, ttl, due = self._traces, self._ttl_s, []
+        for trace_id, trace in traces.items():  # insertion order: oldest first
+            if now - trace.opened < ttl:
                 break
-            expired.append(trace_id)
-        for trace_id in expired:
-            self._evict(trace_id, "ttl")
+            due.append(trace_id)
+        for trace_id in due:
+            trace = traces[trace_id]
+            if now - trace.last < ttl:  # still active: checked again a TTL after its last span
+                del traces[trace_id]
+                trace.opened = trace.last
+                traces[trace_id] = trace
+            else:
+                self._evict(trace_id, "ttl")
+
+    def _remember(self, trace_id: int, facts: SpanFacts, agent: str | None) -> None:
+        """A trace's root ended: what a call ending after it needs (`late`), for the last RECENT_TRACES traces."""
+        recent, start, end = self.recent_roots, facts.start_ns, facts.end_ns
+        if type(start) is int and type(end) is int:
+            recent[trace_id] = (start, end, agent)
+            if len(recent) > RECENT_TRACES:  # forget the older half
+                self.recent_roots = dict(list(recent.items())[RECENT_TRACES // 2:])
 
     def _evict(self, trace_id: int, reason: str) -> None:
         trace = self._traces.pop(trace_id)

@@ -29,11 +29,15 @@ WAKE_AT = 512  # queued items that wake the worker before its interval ends
 
 
 class SpanQueue:
-    """`put` on any thread, `consume` on the worker only; `background=False` consumes inline instead."""
+    """`put` on any thread, `consume` on the worker only; `background=False` consumes inline instead.
+
+    `tick`, if given, runs as the consumer after each of the worker's passes (at least every `interval_s`) and,
+    with `background=False`, after each `drain`: for work that is due with time, not with items."""
 
     def __init__(self, consume: Callable[[Any], None], *, background: bool = True, limit: int = DEFAULT_LIMIT,
-                 interval_s: float = 0.05, name: str = "otel-agent-eval") -> None:
+                 interval_s: float = 0.05, name: str = "otel-agent-eval", tick: Callable[[], None] | None = None) -> None:
         self._consume = consume
+        self._tick = tick
         self._background = background
         self._limit = max(1, limit)
         self._wake_at = min(WAKE_AT, self._limit // 2 or 1)
@@ -75,7 +79,7 @@ class SpanQueue:
         (the worker may be stuck in a hanging exporter). The worker itself never waits on itself."""
         worker = self._worker
         if worker is None or not worker.is_alive():
-            self._consume_inline()
+            self._consume_inline(tick=True)
             return True
         if worker is threading.current_thread():  # a callback flushing from inside the consumer
             return True
@@ -106,9 +110,18 @@ class SpanQueue:
         """In a forked child the worker thread is gone and the locks may be held: start afresh."""
         self._reset()
 
-    def _consume_inline(self) -> None:
+    def _consume_inline(self, tick: bool = False) -> None:
         with self._inline:
             self._consume_all()
+            if tick:
+                self._ticked()
+
+    def _ticked(self) -> None:
+        if self._tick is not None:
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - the tick catches its own; this is a last resort
+                logger.exception("otel-agent-eval: span hand-off tick failed; the worker goes on")
 
     def _consume_all(self, at_most: int = -1) -> None:
         """Consume until the queue is empty, or `at_most` items when that is >= 0."""
@@ -134,6 +147,7 @@ class SpanQueue:
             answering = [asked.popleft() for _ in range(len(asked))]  # drains that asked before this pass
             with self._inline:  # what was queued when they asked, not what arrives meanwhile: under a
                 self._consume_all(len(self._items))  # steady flood a drain still ends after one pass
+                self._ticked()
             for reply in answering:
                 reply.release()
             if self._stopped and not self._items:

@@ -76,7 +76,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
         self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
         self._active_limit = 4 * max_open_traces
-        self._queue = SpanQueue(self._consume, background=background, limit=queue_limit)
+        self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
+                                tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
         self.metrics.before_collect = lambda: self._queue.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "queued_spans": ("Spans handed off and not processed yet.", lambda: len(self._queue)),

@@ -33,6 +33,7 @@ __all__ = ["DEFAULT_QUEUE_SPANS", "Intake"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SPANS = 16_384
+EXPIRE_EVERY_S = 1.0  # an idle consumer still closes runs idle past the TTL this often
 
 
 class Intake:
@@ -106,11 +107,17 @@ class Intake:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._batches and not self._stopping:
-                    self._changed.wait()
+                if not self._batches and not self._stopping:
+                    self._changed.wait(EXPIRE_EVERY_S)
                 if not self._batches:
-                    return
-                batch = self._batches.popleft()
+                    if self._stopping:
+                        return
+                    batch = None
+                else:
+                    batch = self._batches.popleft()
+            if batch is None:  # a quiet while: no new trace comes to close the runs idle past the TTL
+                self._hand_on(self.pipeline.expire())
+                continue
             try:
                 self._evaluate(batch)
             except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
@@ -134,7 +141,7 @@ class Intake:
                 out += pipeline.ended(span)
             else:
                 out += pipeline.agent_started(span, agent)
-        self._hand_on(out)
+        self._hand_on(out + pipeline.expire())  # runs idle past the TTL, as between batches
 
     def _hand_on(self, spans: list[ReadableSpan]) -> None:
         if spans:
