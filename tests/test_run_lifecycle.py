@@ -162,3 +162,26 @@ def test_serve_closes_idle_traces_between_requests(monkeypatch):
     assert [(r.closed_by, len(r.tool_calls)) for r in runs] == [("ttl", 1)]
     assert [s.name for s in forwarded] == ["execute_tool web_search"]
     assert intake.stop()
+
+
+def test_an_agent_span_still_open_when_its_root_ends_is_no_completed_run():
+    """Its own span never ended: the run has no status of its own to call it done (was: completed, "root span OK")."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import set_span_in_context
+    from prometheus_client import CollectorRegistry
+
+    from otel_agent_eval import AgentEvalSpanProcessor
+
+    runs, provider = [], TracerProvider()
+    provider.add_span_processor(AgentEvalSpanProcessor(registry=CollectorRegistry(), on_run=runs.append, background=False))
+    tracer = provider.get_tracer("t")
+    root = tracer.start_span("invoke_agent support_agent", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"})
+    inner = tracer.start_span("invoke_agent math_agent", context=set_span_in_context(root), attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "math_agent"})
+    tracer.start_span("execute_tool calculator", context=set_span_in_context(inner), attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "calculator"}).end()
+    root.end()  # the inner agent span never ends
+    (run,) = [r for r in runs if r.agent == "math_agent"]
+    assert (run.closed_by, run.evaluation.completed) == ("trace_end", False)
+    assert run.evaluation.completion_reason == "closed by trace_end before its root span ended"

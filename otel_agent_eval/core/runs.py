@@ -89,7 +89,8 @@ class AgentRun:
     llm_calls: list[LLMCall] = field(default_factory=list)
     root_attributes: Mapping[str, Any] = field(default_factory=dict)
     calls_dropped: int = 0  # calls past max_calls_per_run: counted, not kept
-    closed_by: str = "end"  # "end", or why it was closed early: "ttl", "capacity", "shutdown"
+    closed_by: str = "end"  # "end", or why it was closed early: "ttl", "capacity", "shutdown", "trace_end" (its
+    # agent span had not ended when the trace's root did)
     task: str = ""
     expected_tools: tuple[str, ...] = ()  # from the task route, for tool correctness and test cases
     evaluation: RunEvaluation | None = None
@@ -412,8 +413,9 @@ class RunTracker:
     def _close_trace(self, trace: _OpenTrace, root: ReadableSpan | None, facts: SpanFacts | None,
                      reason: str) -> list[ClosedRun]:
         closed = []
+        unended = "trace_end" if reason == "end" else reason
         for run in reversed(trace.agents):  # agents whose spans never ended
-            closed.append(ClosedRun(_finish(run, None, None, AGENT_RUN, reason), [], None))
+            closed.append(ClosedRun(_finish(run, None, None, AGENT_RUN, unended), [], None))
         trace.agents = []
         loose, pending = trace.root_run, trace.pending
         if loose is not None or pending:
