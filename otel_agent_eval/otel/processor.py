@@ -35,29 +35,24 @@ _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
-    """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics
-    and enriched spans.
+    """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics and enriched spans.
 
-    `catalog` is a `Catalog`, a path to a catalog file, or None for the packaged default
-    (a broken file raises `CatalogError` here, before the app runs). `forward_to` is the
-    processor that should export spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`):
-    it receives every span, tool spans as enriched copies with `agent_eval.*` attributes
-    and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
-    `on_call(record, score)` and `on_run(run)` are called for each scored call and finished
-    run (on the processor's thread, in span order; their exceptions are caught and counted).
-    `run_validator(run) -> bool` adds your own task-completion check. `redact_keys` (a regular
-    expression, e.g. ``"password|token|secret|api_key"``) replaces matching attribute values
-    and keys inside tool arguments/results of forwarded spans with ``[REDACTED]``;
-    `drop_tool_io=True` drops tool arguments and results from them altogether. The other
-    options are those of `wiring.build_pipeline`. A numeric or other option that cannot be used raises
-    ValueError naming it; a `redact_keys` that cannot be used is logged and redaction fails closed.
+    `catalog` is a `Catalog`, a path to a catalog file, or None for the packaged default (a broken file raises
+    `CatalogError` here, before the app runs). `forward_to` is the processor that should export spans (e.g.
+    `BatchSpanProcessor(OTLPSpanExporter())`): it receives every span, tool spans as enriched copies with
+    `agent_eval.*` attributes and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
+    `on_call(record, score)` and `on_run(run)` are called for each scored call and finished run (on the
+    processor's thread, in span order; their exceptions are caught and counted). `run_validator(run) -> bool` adds
+    your own task-completion check. `redact_keys` (a regular expression, e.g. ``"password|token|secret|api_key"``)
+    masks matching values of forwarded spans, also inside tool arguments and results (one that cannot be used
+    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. Other options are those of
+    `wiring.build_pipeline`; one that cannot be used raises ValueError naming it.
 
-    `span.end()` only classifies the span with a few dict look-ups and queues it when it
-    matters (tool, LLM and agent spans, and spans of their traces); a daemon thread runs
-    the core on them in batches and forwards them. A scrape, `force_flush()` and
-    `shutdown()` process whatever is queued first, so metrics are current when read.
-    `background=False` processes every span on the ending thread instead: less and steadier CPU where
-    spans end on a CPU-bound thread, but a slow downstream processor or check then stalls that thread.
+    `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and
+    agent spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them.
+    A scrape, `force_flush()` and `shutdown()` process whatever is queued first, so metrics are current when read.
+    `background=False` processes every span on the ending thread instead: less and steadier CPU where spans end
+    on a CPU-bound thread, but a slow downstream processor or check then stalls that thread.
     """
 
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
