@@ -107,6 +107,21 @@ def test_a_route_listing_acceptable_tools_counts_calls_outside_them_and_its_opti
     assert e.spurious_calls == ("wolfram_alpha", "local_index")
 
 
+def test_the_optimal_tool_the_scorer_works_out_for_a_route_is_never_spurious():
+    """A route listing expected_tools but naming no optimal_tool: the catalog's best tool for it scores `optimal`
+    and must not be a spurious call of the same run (was: spurious, since it is not in the list)."""
+    text = PACKAGED.read_text()
+    old = ("    optimal_tool: basic_calculator\n    acceptable_tools: [code_interpreter]\n"
+           "    expected_tools: [basic_calculator]\n")
+    assert old in text
+    app = App(parse_catalog(text.replace(old, "    expected_tools: [code_interpreter]\n")))
+    e = app.agent("math_agent", "basic_calculator", ("wolfram_alpha", {"query": "1+1"}, None))
+    labels = {"gen_ai_agent_name": "math_agent", "gen_ai_tool_name": "basic_calculator", "task": "arithmetic"}
+    assert app.sample("agent_eval_tool_calls_total", outcome="optimal", verdict="pass", optimal_tool="basic_calculator",
+                      **labels) == 1
+    assert e.spurious_calls == ("wolfram_alpha",)
+
+
 # -- 3. a run whose root span never ended is not completed --------------------------------------
 
 def _open_run(app):

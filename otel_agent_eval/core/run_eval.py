@@ -69,12 +69,12 @@ class RunEvaluator:
         self.hallucination = hallucination
         self._validators: dict[int, tuple[Any, Callable[[dict[str, Any]], bool] | None]] = {}
         self._invalid: dict[tuple[int, str], Any] = {}  # (validator id, repr of arguments) -> why they fail
-        self._shapes: dict[tuple[tuple[str, ...], str | None], _Shape] = {}
+        self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
         calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else list(run.tool_calls)
-        shape = self._shape(tuple([r.name for r in calls]), route)
+        shape = self._shape(tuple([r.name for r in calls]), route, run.scores)
         completed, why = self._completion(run, calls, shape.canonical)
         validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
         spurious, redundant = shape.spurious, _redundant(calls, shape.canonical, shape.repeated) if shape.repeated else ()
@@ -95,10 +95,14 @@ class RunEvaluator:
             unpriced, duration, hallucination_free, health, not_captured, loops,
         )
 
-    def _shape(self, names: tuple[str, ...], route: TaskRoute | None) -> _Shape:
+    def _shape(self, names: tuple[str, ...], route: TaskRoute | None, scores: list[Any]) -> _Shape:
         """What a run's evaluation takes from its tool names alone: runs of one agent repeat the
-        same sequences, so each distinct (names, route) is worked out once."""
-        key = (names, route.name if route is not None else None)
+        same sequences, so each distinct (names, route, optimal tool) is worked out once."""
+        optimal = None
+        if route is not None and (route.expected_tools or route.acceptable_tools):  # spurious calls are counted
+            # the route's optimal tool, or the one the scorer worked out for it: a call scored optimal is never spurious
+            optimal = route.optimal_tool or next((s.static.optimal_tool for s in scores if s.static.task == route.name), None)
+        key = (names, route.name if route is not None else None, optimal)
         shape = self._shapes.get(key)
         if shape is None:
             tools = [self.catalog.tool(name) for name in names]
@@ -111,7 +115,7 @@ class RunEvaluator:
                 correctness = tool_correctness_score(called, wanted)
             spurious: tuple[str, ...] = ()
             if route is not None and (route.expected_tools or route.acceptable_tools):
-                allowed = {*route.expected_tools, *route.acceptable_tools, route.optimal_tool}
+                allowed = {*route.expected_tools, *route.acceptable_tools, optimal}
                 spurious = tuple(n for n, c in zip(names, canonical) if c not in allowed)
             validators = tuple(self._catalog_validator(t) for t in tools)
             repeated = frozenset(n for n in canonical if canonical.count(n) > 1)
