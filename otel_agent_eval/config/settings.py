@@ -159,6 +159,15 @@ ARGUMENTS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def known_name(name: str | None, known: Any, variable: str, where: str = "the catalog") -> str | None:
+    """`name` (a profile or an environment) if the catalog defines it, else None: logged, the catalog's default used."""
+    if name is None or name in known:
+        return name
+    logger.warning("otel-agent-eval: %s=%r is not in %s (known: %s); using the catalog's default",
+                   variable, name, where, ", ".join(known))
+    return None
+
+
 def check_arguments(**given: Any) -> None:
     """Raise a ValueError naming the first argument in `given` that cannot be used."""
     for name, value in given.items():

@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from ..config.catalog import Catalog, PathLike, load_catalog
+from ..config.settings import known_name
 from ..core.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
@@ -50,16 +51,9 @@ def _wanted_names(pipeline: Pipeline, catalog: Catalog) -> dict[str, str | None]
     wanted = pipeline.wanted_names
     if pipeline.fallback_for is None or not wanted:
         return None
-    names: dict[str, str | None] = {}
-    for option, known, variable in (("profile", catalog.profiles, "OTEL_AGENT_EVAL_PROFILE"),
-                                    ("environment", catalog.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT")):
-        name = wanted.get(option)
-        if name is not None and name not in known:
-            logger.warning("otel-agent-eval: %s=%r is not in the reloaded catalog %s (known: %s); using the catalog's "
-                           "default", variable, name, catalog.source, ", ".join(known))
-            name = None
-        names[option] = name
-    return names
+    where = f"the reloaded catalog {catalog.source}"
+    return {"profile": known_name(wanted.get("profile"), catalog.profiles, "OTEL_AGENT_EVAL_PROFILE", where),
+            "environment": known_name(wanted.get("environment"), catalog.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT", where)}
 
 
 class CatalogWatcher:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import AttributeMapping, Catalog, CatalogError, PathLike, load_catalog
-from ..config.settings import FailClosed, Settings, check_arguments, usable_redaction
+from ..config.settings import FailClosed, Settings, check_arguments, known_name, usable_redaction
 from ..core.pipeline import Pipeline
 from ..core.recognize import ToolCallRecord
 from ..core.redact import Redactor
@@ -103,8 +103,8 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
     loaded = catalog if isinstance(catalog, Catalog) else _load_or_fallback(catalog if catalog is not None else settings.catalog)
     options: dict[str, Any] = dict(
         catalog=loaded,
-        profile=_known(settings.profile, loaded.profiles, "OTEL_AGENT_EVAL_PROFILE"),
-        environment=_known(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
+        profile=known_name(settings.profile, loaded.profiles, "OTEL_AGENT_EVAL_PROFILE"),
+        environment=known_name(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
         enrich=settings.enrich, window_s=settings.window_seconds, max_unknown_tools=settings.max_unknown_tools,
         max_agents=settings.max_agents, max_samples=settings.max_samples, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
         evaluation_events=settings.evaluation_events,
@@ -160,11 +160,3 @@ def _load_or_fallback(path: PathLike | None) -> Catalog:
         logger.error("otel-agent-eval: catalog %s; scoring with the packaged default catalog instead "
                      "(agent_eval_catalog_fallback is 1)", exc)
         return load_catalog()
-
-
-def _known(name: str | None, known: Any, variable: str) -> str | None:
-    if name is None or name in known:
-        return name
-    logger.warning("otel-agent-eval: %s=%r is not in the catalog (known: %s); using the catalog's default",
-                   variable, name, ", ".join(known))
-    return None
