@@ -97,13 +97,11 @@ class Failures:
             key = (stage, type(exc))
             if key not in self._logged:
                 self._logged.add(key)
-                if self._mask is None:
-                    logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted",
-                                 stage, type(exc).__name__, exc, type(exc).__name__, exc_info=exc)
-                else:  # the traceback's frames, not its last line: that repeats the message unmasked
-                    logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted\n%s",
-                                 stage, type(exc).__name__, self._mask(str(exc)), type(exc).__name__,
-                                 "".join(traceback.format_tb(exc.__traceback__)))
+                masked = self._mask is not None  # then the traceback's frames, not its last line: it repeats the message
+                logger.error("otel-agent-eval: %s failed (%s: %s); the app goes on, further %s errors are only counted%s",
+                             stage, type(exc).__name__, self._mask(str(exc)) if masked else exc, type(exc).__name__,
+                             "\n" + "".join(traceback.format_tb(exc.__traceback__)) if masked else "",
+                             exc_info=None if masked else exc)
         except Exception:  # noqa: BLE001 - the error path itself must not raise
             pass
 
