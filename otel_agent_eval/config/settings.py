@@ -68,8 +68,9 @@ FAIL_CLOSED_NOTE = (f"failing closed: masking keys that match {str(FAIL_CLOSED)!
                     "(as OTEL_AGENT_EVAL_DROP_TOOL_IO=true does)")
 
 
-def usable_redaction(pattern: Any) -> Any:
-    """`pattern` if it can redact (None, a usable regular expression or compiled pattern), else `FAIL_CLOSED` (logged)."""
+def usable_redaction(pattern: Any, name: str = "redact_keys") -> Any:
+    """`pattern` if it can redact (None, a usable regular expression or compiled pattern), else `FAIL_CLOSED`, logged
+    under `name` (the argument or the environment variable that gave it)."""
     if pattern is None or isinstance(pattern, re.Pattern):
         return pattern
     try:
@@ -77,7 +78,7 @@ def usable_redaction(pattern: Any) -> Any:
             raise ValueError(f"expected a regular expression string, got {type(pattern).__name__}")
         return _regex(pattern)
     except ValueError as exc:
-        logger.error("otel-agent-eval: redact_keys=%r cannot be used (%s); %s", pattern, exc, FAIL_CLOSED_NOTE)
+        logger.error("otel-agent-eval: %s=%r cannot be used (%s); %s", name, pattern, exc, FAIL_CLOSED_NOTE)
         return FAIL_CLOSED
 
 
@@ -218,8 +219,7 @@ class Settings:
                 values[var.field] = var.parse(raw)
             except Exception as exc:  # noqa: BLE001 - a setting never stops the app
                 if var.field == "redact_keys":  # redaction was asked for: never fall open
-                    logger.error("otel-agent-eval: %s=%r cannot be used (%s); %s", var.name, raw, exc, FAIL_CLOSED_NOTE)
-                    values[var.field] = FAIL_CLOSED
+                    values[var.field] = usable_redaction(raw, var.name)
                     continue
                 logger.warning("otel-agent-eval: ignoring %s=%r (%s); using the default %r",
                                var.name, raw, exc, getattr(defaults, var.field))
