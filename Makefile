@@ -3,15 +3,35 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean prometheus-check
+.PHONY: demo test test-latest lock bench clean prometheus-check
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-agent-eval demo
 
 # The operations-kit tests (tests/test_ops_*.py) run promtool and prometheus (Debian's
 # `prometheus` package): without them, stop at once with one line instead of a page of failures.
+# The tests run on the versions locked in tests/constraints.txt, so an upstream release cannot turn
+# main red between two commits; `make test-latest` runs them on today's newest releases instead, to
+# find drift on purpose, and `make lock` re-resolves the lock at the newest releases.
 test: prometheus-check $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+LATEST ?= .venv-latest
+test-latest: prometheus-check
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/pip list --format=freeze | grep -i -E '^(opentelemetry-sdk|deepeval|prometheus.client|pyyaml|jsonschema|orjson)=' || true
+	$(LATEST)/bin/python -m pytest
+
+lock:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet -e '.[test]'
+	{ echo "# Test dependencies, locked: make lock writes this file from today's newest releases (python $$($(LATEST)/bin/python -c 'import platform; print(platform.python_version())'))."; \
+	  $(LATEST)/bin/pip freeze --exclude-editable; } > tests/constraints.txt
 
 PROMETHEUS_HINT := make test needs promtool and prometheus: sudo apt-get install --no-install-recommends prometheus (Debian/Ubuntu) or run .ci/run
 
@@ -21,15 +41,15 @@ prometheus-check:
 bench: $(VENV)/.installed
 	$(BIN)/python -m otel_agent_eval.bench
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml tests/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -c tests/constraints.txt -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c tests/constraints.txt -e '.[test]'
 	touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LATEST) build *.egg-info

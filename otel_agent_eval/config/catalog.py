@@ -847,7 +847,18 @@ def _parse_yaml(text: str) -> tuple[Node | None, Any, list[_Problem]]:
         line = text.count("\n", 0, bad.start()) + 1
         column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
         raise _Problem((), f"not valid YAML: character U+{ord(bad.group()):04X} in column {column} is not allowed", line)
-    loader = _LOADER(text)
+    try:
+        return _parse_with(_LOADER, text)
+    except _Problem as problem:
+        if _LOADER is _SafeLimitedLoader or "maximum nesting depth" not in problem.problem:
+            raise
+    # libyaml >= 0.2.5 (PyYAML 6.0.4's wheels) caps nesting at 1,000 levels while it scans ahead, before
+    # _Limits sees a value; the Python scanner does not, so _Limits refuses with the path and our limit.
+    return _parse_with(_SafeLimitedLoader, text)
+
+
+def _parse_with(loader_type: type, text: str) -> tuple[Node | None, Any, list[_Problem]]:
+    loader = loader_type(text)
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
