@@ -155,7 +155,10 @@ def test_score_html_draws_the_reports_numbers_in_chromium(app, chromium, tmp_pat
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert_self_contained(html)
     report = score_traces(traces)
-    assert html == render_html(report, evaluate_gate(report, {"efficiency": 0.0}))
+    draft = "otel-agent-eval catalog draft traces.json -o catalog.yaml"  # what the catalog lacks, and how to draft it
+    assert html == render_html(report, evaluate_gate(report, {"efficiency": 0.0}), next_step=draft)
+    assert "Coverage: what the catalog lacks" in html and f"<code>{draft}</code>" in html
+    assert "<td>mystery_tool</td>" in html
 
     page = browse(chromium, tmp_path / "out" / "report.html", tmp_path / "browser")
     assert page.console == [] and page.requests == []

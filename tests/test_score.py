@@ -554,7 +554,10 @@ def test_cli_gate_exit_codes_and_one_line_per_failing_gate(app, tmp_path):
     assert failed.returncode == 1, failed.stderr
     gate_lines = [line for line in failed.stderr.splitlines() if line.startswith("otel-agent-eval: gate failed: ")]
     assert gate_lines == [f"otel-agent-eval: gate failed: {check}" for check in failing]
-    assert failed.stderr.splitlines() == gate_lines and "Traceback" not in failed.stderr
+    coverage = ("otel-agent-eval: the catalog lacks 1 tool (mystery_tool: "
+                f"{sum(t.calls for g in report.groups for t in g.tools if not t.known)} calls) (unknown tools score 0); "
+                "draft what it lacks: otel-agent-eval catalog draft traces -o catalog.yaml")
+    assert failed.stderr.splitlines() == [*gate_lines, coverage] and "Traceback" not in failed.stderr
     assert "Gate: FAILED" in failed.stdout and "Poorest tool choices" in failed.stdout
     for group in report.groups:
         assert any(line.split()[:2] == [group.agent or "-", group.task or "-"] for line in failed.stdout.splitlines())

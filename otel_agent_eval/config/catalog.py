@@ -90,6 +90,12 @@ GATE_LEVEL_METRICS: dict[str, tuple[bool, float | None, str]] = {
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def qualifier_free(name: str) -> str | None:
+    """The function part of a qualified tool name (`support-local_index` -> `local_index`), or None when unqualified."""
+    qualified = _QUALIFIED_NAME.match(name)
+    return qualified.group(1) if qualified is not None else None
+
+
 class CatalogError(ValueError):
     """A catalog that cannot be used, with where and why in one line (of at most a few hundred characters)."""
 
@@ -376,9 +382,9 @@ class Catalog:
             return None
         tool = self.tools.get(name) or self._by_alias.get(name)
         if tool is None and "-" in name:
-            qualified = _QUALIFIED_NAME.match(name)
-            if qualified is not None:
-                tool = self.tools.get(qualified.group(1)) or self._by_alias.get(qualified.group(1))
+            plain = qualifier_free(name)
+            if plain is not None:
+                tool = self.tools.get(plain) or self._by_alias.get(plain)
         return tool
 
     def ignores(self, name: str | None) -> bool:

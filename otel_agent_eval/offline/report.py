@@ -28,7 +28,7 @@ from ..core.scoring import ERROR, SUBOPTIMAL, CallScore
 from ..metrics.window import SlidingQuantiles
 from .recorded import ReadStats
 
-__all__ = ["EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Report", "ReportBuilder", "RunCall", "RunSummary",
+__all__ = ["Coverage", "EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Report", "ReportBuilder", "RunCall", "RunSummary",
            "ToolLatency", "ToolSummary", "printable"]
 
 # C0 and C1 controls, line and paragraph separators, bidi marks, embeddings, overrides and isolates, lone surrogates
@@ -176,6 +176,37 @@ class PoorChoice:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """What the catalog lacks for these traces: tools called that it does not know, models it cannot price."""
+
+    unknown_tools: tuple[tuple[str, int], ...] = ()  # (name as called, calls), most calls first
+    unpriced_models: tuple[tuple[str, int], ...] = ()  # (model, LLM calls), most calls first
+
+    @property
+    def complete(self) -> bool:
+        return not self.unknown_tools and not self.unpriced_models
+
+    def describe(self, limit: int = 5) -> str:
+        """`the catalog lacks 2 tools (a: 7 calls, b: 1 call) and the price of 1 model (m: 3 calls)`, or ""."""
+        parts = [f"{_count(len(items), what)} ({_some(items, limit)})" for items, what in
+                 ((self.unknown_tools, "tool"), (self.unpriced_models, "model price")) if items]
+        return f"the catalog lacks {' and '.join(parts)}" if parts else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unknown_tools": [{"tool": t, "calls": n} for t, n in self.unknown_tools],
+                "unpriced_models": [{"model": m, "calls": n} for m, n in self.unpriced_models]}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _some(items: tuple[tuple[str, int], ...], limit: int) -> str:
+    shown = ", ".join(f"{name}: {_count(calls, 'call')}" for name, calls in items[:limit])
+    return shown if len(items) <= limit else f"{shown}, {len(items) - limit:,} more"
+
+
+@dataclass(frozen=True)
 class Report:
     """Scores of recorded traces, per agent and task; `to_dict()` for JSON."""
 
@@ -192,6 +223,7 @@ class Report:
     tool_latency: tuple[ToolLatency, ...] = ()  # per tool over all agents, most calls first
     worst_runs: tuple[RunSummary, ...] = ()  # lowest health first
     gate_levels: Mapping[str, GateLevel] = field(default_factory=dict)  # the catalog's `gates` for the environment
+    coverage: Coverage = Coverage()
 
     @property
     def wasted_usd(self) -> float:
@@ -215,6 +247,7 @@ class Report:
             "health_histogram": list(self.health_histogram),
             "tool_latency": [vars(t) for t in self.tool_latency],
             "worst_runs": [{**vars(r), "calls": [vars(c) for c in r.calls], "problems": list(r.problems)} for r in self.worst_runs],
+            "coverage": self.coverage.to_dict(),
         }
 
 
@@ -300,6 +333,7 @@ class ReportBuilder:
         self._runs: dict[tuple[str, str], _RunAcc] = {}  # by (agent, task)
         self._poor: dict[tuple[str, str, str], list[float]] = {}  # (task, tool, optimal tool) -> [calls, wasted]
         self._agent = AgentGroups()
+        self._unpriced: Counter[str] = Counter()  # LLM calls per model the catalog cannot price, up to MAX_AGENTS models
 
     def call(self, record: ToolCallRecord, score: CallScore) -> None:
         static = score.static
@@ -351,6 +385,9 @@ class ReportBuilder:
             acc.duration_runs += 1
             acc.durations.observe(evaluation.duration_s)
         self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
+        for model in evaluation.unpriced_models:
+            if model in self._unpriced or len(self._unpriced) < MAX_AGENTS:
+                self._unpriced[model] += 1
         self._keep_if_worst(run, key[0])
 
     def _keep_if_worst(self, run: AgentRun, agent: str) -> None:
@@ -401,10 +438,16 @@ class ReportBuilder:
                                        latency_slo_s=lat.slo_s, slo_violations=lat.slo))
         latency.sort(key=lambda t: (-t.calls, t.tool))
         worst = tuple(item[2] for item in sorted(self._worst, reverse=True))  # lowest health first; ties: earlier run first
+        unknown: Counter[str] = Counter()
+        for (_, _, tool), acc in self._tools.items():
+            if not acc.known:
+                unknown[tool] += acc.calls
+        by_calls = lambda item: (-item[1], item[0])  # noqa: E731
+        coverage = Coverage(tuple(sorted(unknown.items(), key=by_calls)), tuple(sorted(self._unpriced.items(), key=by_calls)))
         return Report(groups=tuple(groups), poor_choices=tuple(poor), inputs=inputs, catalog=self.catalog.source,
                       environment=self.environment or self.catalog.default_environment,
                       thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs,
                       efficiency_histogram=tuple(self._efficiency_bins), health_histogram=tuple(self._health_bins),
                       tool_latency=tuple(latency), worst_runs=worst,
-                      gate_levels=dict(self.catalog.gates_for(self.environment)))
+                      gate_levels=dict(self.catalog.gates_for(self.environment)), coverage=coverage)
 

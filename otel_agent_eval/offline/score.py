@@ -52,6 +52,7 @@ def score_traces(
     on_run: Callable[[AgentRun], None] | None = None,
     on_problem: Callable[[FileProblem], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    on_span: Callable[[ReadableSpan], None] | None = None,
     reorder_spans: int = DEFAULT_REORDER_SPANS,
     **options: Any,
 ) -> Report:
@@ -60,7 +61,8 @@ def score_traces(
     `registry` receives the same Prometheus series the live processor exposes; `on_call`
     and `on_run` see every scored call and evaluated run; `on_problem` gets one line per
     file with unreadable input (also in `report.inputs`); `on_progress(bytes_read, total_bytes)` is
-    called now and then while the files are read (sizes on disk, compressed as they are). Other options are those of
+    called now and then while the files are read (sizes on disk, compressed as they are); `on_span` sees each span
+    once, repeats dropped, before it is scored (what `catalog draft` reads tool definitions from). Other options are those of
     `build_pipeline` (e.g. `run_validator`, `max_open_traces`, `run_ttl_s`).
 
     Raises `TraceInputError` for paths that do not exist, `CatalogError` for a broken
@@ -81,6 +83,8 @@ def score_traces(
         if agent is None:
             clock.advance(span.end_time)
             seen()
+            if on_span is not None:
+                on_span(span)
             ended(span)
         else:
             clock.advance(span.start_time)

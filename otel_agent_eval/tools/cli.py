@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "(file:line: path: problem) on stderr; exit code 2 if there is any.")
     check.add_argument("files", nargs="+", metavar="FILE")
     catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
+    from .draft import add_draft_arguments
+
+    draft = catalog_commands.add_parser("draft", help="draft a catalog from recorded traces, or --merge what a catalog lacks",
+                                        description="Draft a tool catalog from recorded traces: every tool, agent and model "
+                                                    "seen, with what the spans tell (descriptions, parameters, latencies) and "
+                                                    "what they cannot (prices, capabilities, tiers) marked FILL IN, set so that "
+                                                    "no call scores as wasteful. With --merge, add only what a catalog lacks.")
+    add_draft_arguments(draft)
 
     from .score import add_score_arguments
 
@@ -137,6 +145,10 @@ def _run(argv: Sequence[str] | None) -> int:
 def _catalog(args: argparse.Namespace) -> int:
     if args.catalog_command == "schema":
         print(json.dumps(CATALOG_SCHEMA, indent=2))
+    elif args.catalog_command == "draft":
+        from .draft import run_draft
+
+        return run_draft(args)
     elif args.catalog_command == "check":
         from ..config.catalog import check_catalog_file
 

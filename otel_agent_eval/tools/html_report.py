@@ -65,8 +65,9 @@ code{font-size:.8rem;color:var(--muted)}
 """
 
 
-def render_html(report: Report, gate: GateResult | None = None, *, title: str = TITLE) -> str:
-    """The whole page for `report` (and the gate's verdict, when given)."""
+def render_html(report: Report, gate: GateResult | None = None, *, title: str = TITLE, next_step: str | None = None) -> str:
+    """The whole page for `report` (and the gate's verdict, when given; `next_step`, the command that drafts what
+    the catalog lacks)."""
     inputs, t = report.inputs, report.thresholds
     efficiency = _mean_efficiency(report)
     runs = sum(g.runs for g in report.groups)
@@ -87,6 +88,7 @@ def render_html(report: Report, gate: GateResult | None = None, *, title: str = 
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">{_e(meta)}</p>',
         _gate_html(gate),
+        _coverage_html(report, next_step),
         '<div class="cards">' + "".join(f"<div class=\"card\"><b>{_e(v)}</b><span>{_e(k)}</span></div>" for v, k in cards) + "</div>",
         '<div class="grid">',
         _section("Efficiency distribution", _efficiency_chart(report)),
@@ -154,6 +156,18 @@ def _gate_html(gate: GateResult | None) -> str:
         return f'<div class="gate passed">Gate: passed{_e(f" ({warned} groups with warnings)" if warned else "")}</div>'
     items = "".join(f"<li>{_e(c)}</li>" for c in gate.failed)
     return f'<div class="gate failed">Gate: FAILED for {len({c.group for c in gate.failed})} agent/task groups<ul>{items}</ul></div>'
+
+
+def _coverage_html(report: Report, next_step: str | None) -> str:
+    """What the catalog lacks (unknown tools score 0), every name, and the command that drafts it."""
+    coverage = report.coverage
+    if coverage.complete:
+        return ""
+    rows = [*(["tool", _e(name), f"{calls:,}"] for name, calls in coverage.unknown_tools),
+            *(["model price", _e(name), f"{calls:,}"] for name, calls in coverage.unpriced_models)]
+    command = f"<p>Draft what it lacks: <code>{_e(next_step)}</code></p>" if next_step else ""
+    return _section("Coverage: what the catalog lacks", f"<p>{_e(coverage.describe())}. Unknown tools score 0.</p>{command}"
+                    + _table(["missing", "name", "calls"], rows, numeric=(2,)))
 
 
 def _figure(chart_id: str, title: str, desc: str, svg_body: str, height: float, caption: str, table: str, legend: str = "",

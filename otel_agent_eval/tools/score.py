@@ -26,6 +26,7 @@ from ..config.settings import Settings
 from ..offline.gate import GATE_METRICS, evaluate_gate, higher_is_better, parse_fail_over, parse_fail_under
 from ..offline.report import printable
 from ..offline.score import score_traces
+from .draft import draft_command
 from .options import add_catalog_arguments
 
 __all__ = ["add_score_arguments", "run_score", "write_atomically"]
@@ -101,12 +102,15 @@ def run_score(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
     gate = evaluate_gate(report, fail_under)
+    next_step = None if report.coverage.complete else draft_command(args.files, args.catalog or settings.catalog)
     if args.json:
-        print(json.dumps({**report.to_dict(), "gate": gate.to_dict()}, indent=2, allow_nan=False))
+        data = report.to_dict()
+        data["coverage"]["draft_command"] = next_step
+        print(json.dumps({**data, "gate": gate.to_dict()}, indent=2, allow_nan=False))
     else:
         from .score_table import render_summary
 
-        print(render_summary(report, gate))
+        print(render_summary(report, gate, next_step))
     if junit is not None:
         from .junit import junit_xml
 
@@ -122,12 +126,14 @@ def run_score(args: argparse.Namespace) -> int:
         from .html_report import render_html
 
         try:
-            write_atomically(html, render_html(report, gate))
+            write_atomically(html, render_html(report, gate, next_step=next_step))
         except OSError as exc:
             _error(f"--html {html}: cannot write: {exc.strerror or exc}")
             return EXIT_BAD_INPUT
     for check in gate.failed:
         _error(f"gate failed: {check}")
+    if gate.failed and next_step is not None:
+        _error(f"{report.coverage.describe()} (unknown tools score 0); draft what it lacks: {next_step}")
     skipped = inputs.records_skipped + inputs.spans_skipped
     if args.strict and (skipped or inputs.files_without_spans):
         _error(f"--strict: {skipped:,} records or spans skipped, {inputs.files_without_spans} files without spans")

@@ -12,7 +12,8 @@ __all__ = ["render_summary"]
 TOP_CHOICES = 10
 
 
-def render_summary(report: Report, gate: GateResult) -> str:
+def render_summary(report: Report, gate: GateResult, next_step: str | None = None) -> str:
+    """The summary; `next_step` is the command that drafts what the catalog lacks (named under the tables)."""
     inputs, t = report.inputs, report.thresholds
     skipped = inputs.spans_skipped + inputs.records_skipped
     notes = [f"{skipped:,} unreadable records or spans skipped"] if skipped else []
@@ -51,6 +52,10 @@ def render_summary(report: Report, gate: GateResult) -> str:
     early = sum(g.runs_closed_early for g in report.groups)
     if early:
         lines += ["", f"{early:,} runs were closed without their root span (it was not in the input, or came too late)."]
+    if not report.coverage.complete:
+        lines += ["", f"Coverage: {report.coverage.describe()}. Unknown tools score 0."]
+        if next_step:
+            lines.append(f"Draft what it lacks: {next_step}")
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
 
