@@ -287,3 +287,35 @@ def test_score_names_what_the_catalog_lacks_and_the_command_that_drafts_it(trace
     user.write_text(USER)
     code, out, err = cli("score", str(traces), "--catalog", str(user), "--json")
     assert json.loads(out)["coverage"]["draft_command"] == f"otel-agent-eval catalog draft {traces} --merge {user}"
+
+
+def test_processor_metrics_name_the_tools_and_models_the_catalog_lacks_within_the_label_caps():
+    from prometheus_client import CollectorRegistry
+
+    from otel_agent_eval import AgentEvalSpanProcessor
+
+    registry = CollectorRegistry()
+    processor = AgentEvalSpanProcessor(registry=registry, max_unknown_tools=3)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("coverage")
+    for i in range(5):
+        root = tracer.start_span("invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                                   "gen_ai.agent.name": "helper"})
+        context = set_span_in_context(root)
+        for name in (f"tool_{i}", "web_search"):  # five unknown tools, and one the packaged catalog knows
+            tracer.start_span(f"execute_tool {name}", context=context, attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}).end()
+        tracer.start_span("chat", context=context, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": f"model_{i % 2}", "gen_ai.usage.input_tokens": 10,
+            "gen_ai.usage.output_tokens": 1}).end()
+        root.end()
+    processor.drain()
+    value = registry.get_sample_value
+    unknown = {f"tool_{i}": value("agent_eval_catalog_unknown_tool_calls_total", {"gen_ai_tool_name": f"tool_{i}"}) for i in range(5)}
+    assert unknown == {"tool_0": 1, "tool_1": 1, "tool_2": 1, "tool_3": None, "tool_4": None}  # the cap: 3 names
+    assert value("agent_eval_catalog_unknown_tool_calls_total", {"gen_ai_tool_name": "_other_"}) == 2
+    assert value("agent_eval_catalog_unknown_tool_calls_total", {"gen_ai_tool_name": "web_search"}) is None
+    assert value("agent_eval_catalog_unpriced_model_calls_total", {"gen_ai_request_model": "model_0"}) == 3
+    assert value("agent_eval_catalog_unpriced_model_calls_total", {"gen_ai_request_model": "model_1"}) == 2
+    provider.shutdown()

@@ -162,6 +162,9 @@ def test_serve_produces_exactly_what_the_python_processor_produces(hop: tuple[Se
     assert theirs == ours
     assert sum(1 for attrs, _ in ours.values() if attrs) == 10  # 7 tool spans (one a root, its run on it too) and 3 agent roots
     assert scored_samples(svc.registry) == scored_samples(registry)
+    for tool in ("mystery_tool", "sql_query"):  # coverage: what the catalog lacks, to draft
+        assert svc.registry.get_sample_value("agent_eval_catalog_unknown_tool_calls_total", {"gen_ai_tool_name": tool}) == 1
+    assert svc.registry.get_sample_value("agent_eval_catalog_unknown_tool_calls_total", {"gen_ai_tool_name": "web_search"}) is None
     assert svc.registry.get_sample_value("agent_eval_serve_spans_total", {"transport": protocol, "outcome": "accepted"}) == SPAN_COUNT
     assert svc.registry.get_sample_value("agent_eval_processor_spans_seen_total") == SPAN_COUNT
     assert svc.registry.get_sample_value("agent_eval_serve_forwarded_spans_total", {"outcome": "exported"}) == SPAN_COUNT

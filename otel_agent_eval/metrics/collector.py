@@ -127,6 +127,9 @@ class EvalMetrics:
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
         self._unknown_tools: set[str] = set()
+        self._unpriced_models: set[str] = set()  # label values, capped like unknown tools
+        self._missing_tools: Counter[str] = Counter()  # calls per unknown tool label
+        self._missing_models: Counter[str] = Counter()  # LLM calls per unpriced model label
         self._agents: set[str] = set()
         self._max_unknown_tools = max_unknown_tools
         self._max_agents = max_agents
@@ -172,7 +175,7 @@ class EvalMetrics:
         specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
                  n.TOOL_DURATION, n.TOOL_LATENCY, n.RUNS, *n.RUN_HISTOGRAMS.values(), n.RUN_REDUNDANT, n.RUN_SPURIOUS,
                  n.RUN_OVER_BUDGET, n.RUN_LOOPS, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
-                 n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK)
+                 n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK, n.CATALOG_UNKNOWN_TOOL_CALLS, n.CATALOG_UNPRICED_MODEL_CALLS)
         yield from (family(spec, window=self._window_s) for spec in specs)
         yield from (CounterMetricFamily(n.SELF_PREFIX + name, doc) for name, doc in n.SELF_COUNTERS.items())
 
@@ -184,6 +187,7 @@ class EvalMetrics:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
+        self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
         self.counters, self.scored = Counter(), 0
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
@@ -225,6 +229,8 @@ class EvalMetrics:
                 series = self._admit(series, static, score.outcome)
                 count = series.calls.get(calls_key, 0)
             series.calls[calls_key] = count + 1
+            if not static.known:
+                self._missing_tools[series.labels[0]] += 1
             if duration is not None:
                 error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
                 duration_key = (static.tool, score.tool_type, error_type)
@@ -273,6 +279,8 @@ class EvalMetrics:
             series.over_budget += evaluation.over_budget
             if evaluation.unpriced_models:
                 self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
+                for model in evaluation.unpriced_models:
+                    self._missing_models[self._bounded(model, self._unpriced_models, self._max_unknown_tools)] += 1
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
@@ -397,7 +405,13 @@ class EvalMetrics:
             durations = [(labels, hist.copy()) for labels, hist in self._durations.items()]
             runs = [(key, series.copy()) for key, series in self._runs.items()]
             counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
+            missing_tools, missing_models = Counter(self._missing_tools), Counter(self._missing_models)
         yield from self._tool_families(tools, durations)
+        for spec, missing in ((n.CATALOG_UNKNOWN_TOOL_CALLS, missing_tools), (n.CATALOG_UNPRICED_MODEL_CALLS, missing_models)):
+            coverage = family(spec)
+            for name, count in sorted(missing.items()):
+                coverage.add_metric([name], count)
+            yield coverage
         yield from _run_families(runs)
         yield from self._self_families(counters, closed_early)
         if catalog is not None:

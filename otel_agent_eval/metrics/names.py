@@ -94,6 +94,13 @@ TOOL_COST_PER_CALL = Spec("agent_eval_tool_cost_per_call_usd", "gauge", "Cost of
 EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficiency score thresholds per environment, from the catalog.",
                             ("environment", "level"))
 
+# Coverage: what the catalog lacks, so a dashboard shows what to draft (`otel-agent-eval catalog draft`).
+CATALOG_UNKNOWN_TOOL_CALLS = Spec("agent_eval_catalog_unknown_tool_calls", "counter",
+                                  "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,))
+CATALOG_UNPRICED_MODEL_CALLS = Spec("agent_eval_catalog_unpriced_model_calls", "counter",
+                                    "LLM calls of models the catalog's `models` does not price (not counted in run cost).",
+                                    ("gen_ai_request_model",))
+
 CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
                         "1 when the configured catalog could not be loaded and the packaged default scores instead.")
 
