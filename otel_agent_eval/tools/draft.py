@@ -78,6 +78,7 @@ def run_draft(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ValueError(f"{target}: cannot write: {exc.strerror or exc}") from None
     if args.merge is None:
-        print(f"{PREFIX}: wrote {target}: {len(draft.tools)} tools, {len(draft.routes)} tasks; fill in what is marked "
+        tools, tasks = len(draft.tools), len(draft.routes)
+        print(f"{PREFIX}: wrote {target}: {tools} tool{'s' if tools != 1 else ''}, {tasks} task{'s' if tasks != 1 else ''}; fill in what is marked "
               f"FILL IN, then: {PREFIX} score {' '.join(args.files)} --catalog {target}", file=sys.stderr)
     return 0
