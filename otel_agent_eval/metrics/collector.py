@@ -277,14 +277,14 @@ class EvalMetrics:
             spurious = labels(evaluation.spurious_calls, series.spurious) if evaluation.spurious_calls else []
             loops = labels(evaluation.loops, series.loops) if evaluation.loops else []
             series.over_budget += evaluation.over_budget
-            if evaluation.unpriced_models:
-                self.counters["unpriced_llm_calls"] += len(evaluation.unpriced_models)
-                for model in evaluation.unpriced_models:
-                    self._missing_models[self._bounded(model, self._unpriced_models, self._max_unknown_tools)] += 1
+            unpriced = [self._bounded(model, self._unpriced_models, self._max_unknown_tools) for model in evaluation.unpriced_models]
+            if unpriced:
+                self.counters["unpriced_llm_calls"] += len(unpriced)
+                self._missing_models.update(unpriced)
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
-            self.mirror.record_run(run, key, redundant, spurious, loops)
+            self.mirror.record_run(run, key, redundant, spurious, loops, unpriced)
 
     def _tool_label(self, tool: str, *, count: bool = True) -> str:
         if tool in self._known_tools:

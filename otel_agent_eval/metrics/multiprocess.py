@@ -80,6 +80,7 @@ class MultiprocessMirror:
         self.agent_inference_calls = _metric(n.AGENT_INFERENCE_CALLS)
         self.redundant, self.spurious, self.over_budget = _metric(n.RUN_REDUNDANT), _metric(n.RUN_SPURIOUS), _metric(n.RUN_OVER_BUDGET)
         self.loops = _metric(n.RUN_LOOPS)
+        self.unknown_tool_calls, self.unpriced_model_calls = _metric(n.CATALOG_UNKNOWN_TOOL_CALLS), _metric(n.CATALOG_UNPRICED_MODEL_CALLS)
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
         self._fallback: Any = None  # made on first use: a process that never fell back (a serve worker) writes no file
@@ -97,6 +98,8 @@ class MultiprocessMirror:
         tool, agent = labels
         static = score.static
         self.calls.labels(tool, agent, static.task, score.outcome, static.verdict, static.optimal_tool).inc()
+        if not static.known:
+            self.unknown_tool_calls.labels(tool).inc()
         self.cost.labels(tool, agent).inc(static.cost_usd)
         if static.excess_cost_usd:
             self.excess_cost.labels(tool, agent, static.optimal_tool).inc(static.excess_cost_usd)
@@ -111,8 +114,10 @@ class MultiprocessMirror:
         self.self_counters["spans_scored"].inc()
 
     def record_run(self, run: Any, labels: tuple[str, str], redundant: list[str], spurious: list[str],
-                   loops: list[str] = ()) -> None:
+                   loops: list[str] = (), unpriced_models: list[str] = ()) -> None:
         e = run.evaluation
+        for model in unpriced_models:
+            self.unpriced_model_calls.labels(model).inc()
         self.runs.labels(*labels, e.outcome).inc()
         if e.duration_s is not None:
             self.run_duration.labels(*labels).observe(e.duration_s)
