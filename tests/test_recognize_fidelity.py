@@ -2,7 +2,6 @@
 agent names from span names, framework-internal tools, and qualified tool names."""
 from __future__ import annotations
 
-
 import json
 import re
 from enum import Enum
