@@ -11,14 +11,14 @@ Needs node and `npm ci --prefix tests/node` (`.ci/run` does both); without them 
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from serve_process import local_only, serving, stop_cleanly
-from test_serve_node import CATALOG, DEADLINE_S, NODE_DIR, SETUP, clean_env, scrape, value
+from serve_process import serving, stop_cleanly
+from test_serve_node import _local_only  # noqa: F401 - the same autouse fixture: senders reach 127.0.0.1 directly
+from test_serve_node import CATALOG, DEADLINE_S, NODE_DIR, SETUP, clean_env, node_or_fail, scrape
 
 from otel_agent_eval.offline.score import score_traces
 
@@ -26,15 +26,9 @@ AGENT = NODE_DIR / "vercel_agent.mjs"
 INPUT_TOKENS, OUTPUT_TOKENS = 50, 10  # per model call, as the script's mock model reports
 
 
-@pytest.fixture(autouse=True)
-def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    local_only(monkeypatch)
-
-
 def node_with_ai() -> str:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail(f"node is not installed: install nodejs and npm, then {SETUP}", pytrace=False)
+    """The node binary with the OTel JS SDK and `ai` installed; the test fails in one line when they are missing."""
+    node = node_or_fail()
     if not (NODE_DIR / "node_modules" / "ai" / "package.json").is_file():
         pytest.fail(f"tests/node/node_modules/ai is missing: {SETUP}", pytrace=False)
     return node
