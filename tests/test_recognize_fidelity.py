@@ -3,6 +3,7 @@ agent names from span names, framework-internal tools, and qualified tool names.
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from importlib import resources
 
@@ -201,7 +202,8 @@ tools:
 
 
 def test_ignore_tools_defaults_to_framework_internal_tools():
-    assert load_catalog().ignore_tools == DEFAULT_IGNORE_TOOLS == frozenset({"final_answer"})
+    assert load_catalog().ignore_tools == DEFAULT_IGNORE_TOOLS == frozenset(
+        {"final_answer", "final_output", "Delegate work to coworker", "Ask question to coworker"})
     assert parse_catalog(CATALOG).ignores("final_answer")
     assert parse_catalog(CATALOG + "ignore_tools: [handoff, think]\n").ignore_tools == {"handoff", "think"}
     assert not parse_catalog(CATALOG + "ignore_tools: []\n").ignores("final_answer")
@@ -244,7 +246,7 @@ def _support_run(catalog=None):
 
 def test_run_metrics_leave_out_the_catalogs_ignored_tools():
     default = resources.files("otel_agent_eval.config").joinpath("default_catalog.yaml").read_text("utf-8")
-    ignoring = parse_catalog(default.replace("ignore_tools: [final_answer]", "ignore_tools: [final_answer, think]"))
+    ignoring = parse_catalog(re.sub(r"ignore_tools: \[.*\]", "ignore_tools: [final_answer, think]", default))
     assert ignoring.ignore_tools == {"final_answer", "think"}
     e = RunEvaluator(ignoring).evaluate(_support_run(), ignoring.task("faq"))
     assert e.spurious_calls == () and e.call_precision == 1.0 and not e.over_budget and e.tool_correctness == 1.0

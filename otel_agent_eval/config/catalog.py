@@ -28,7 +28,7 @@ import re
 import reprlib
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, NoReturn, Union
@@ -47,13 +47,18 @@ from yaml.scanner import Scanner
 COMPLEXITY_TIERS = ("simple", "moderate", "advanced")
 ENVIRONMENTS = ("development", "staging", "production")
 DEFAULT_CATALOG_NAME = "default_catalog.yaml"
-# Framework-internal tools, no tool calls of the agent: smolagents' agents end every run by calling
-# `final_answer`. A catalog's own `ignore_tools` replaces this list (`ignore_tools: []` scores them all).
-DEFAULT_IGNORE_TOOLS: frozenset[str] = frozenset({"final_answer"})
+# Framework-internal tools, no tool calls of the agent: smolagents' (and TinyAgent's) agents end every run by
+# calling `final_answer`, google-adk's and llama-index's under any-agent by `final_output`; CrewAI hands work to
+# another agent of the crew with its delegation tools (that agent's own calls are scored under its role). A
+# catalog's own `ignore_tools` replaces this list (`ignore_tools: []` scores them all).
+CREWAI_DELEGATION_TOOLS = ("Delegate work to coworker", "Ask question to coworker")
+DEFAULT_IGNORE_TOOLS: frozenset[str] = frozenset({"final_answer", "final_output", *CREWAI_DELEGATION_TOOLS})
 # How frameworks qualify a tool's name with its plugin or toolset: semantic-kernel `plugin-function`.
 # A name the catalog does not know is looked up again without its qualifier (`support-local_index`
 # is `local_index`); the qualifier is one word of letters, digits and `_`.
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9_]+-(.+)\Z")
+# MCP tools qualified by their server: `server.tool`, and the Claude Agent SDK's `mcp__server__tool`.
+_SERVER_QUALIFIED = re.compile(r"(?:mcp__[\w\-]+?__|.*\.)([^.]+)\Z")
 
 MAX_CATALOG_BYTES = 8 * 2**20  # a 10,000-tool catalog is about 1 MiB
 MAX_CATALOG_DEPTH = 64  # nesting levels, aliases expanded; the schema itself needs 5
@@ -91,9 +96,21 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def qualifier_free(name: str) -> str | None:
-    """The function part of a qualified tool name (`support-local_index` -> `local_index`), or None when unqualified."""
-    qualified = _QUALIFIED_NAME.match(name)
-    return qualified.group(1) if qualified is not None else None
+    """The function part of a qualified tool name (`support-local_index`, `kb.local_index`,
+    `mcp__kb__local_index` -> `local_index`), or None when unqualified."""
+    return next(_unqualified(name), None)
+
+
+def _unqualified(name: str) -> Iterator[str]:
+    """The function parts a qualified name may stand for: plugin-qualified first, then server-qualified."""
+    if "-" in name:
+        qualified = _QUALIFIED_NAME.match(name)
+        if qualified is not None:
+            yield qualified.group(1)
+    if "." in name or "__" in name:
+        qualified = _SERVER_QUALIFIED.match(name)
+        if qualified is not None:
+            yield qualified.group(1)
 
 
 class CatalogError(ValueError):
@@ -375,16 +392,18 @@ class Catalog:
     def tool(self, name: str | None) -> Tool | None:
         """The tool called `name` or known by that alias, else None.
 
-        A qualified name (semantic-kernel's `plugin-function`) that is neither is the tool its
-        function part names: `support-local_index` is `local_index`.
+        A qualified name that is neither is the tool its function part names: semantic-kernel's
+        `plugin-function` (`support-local_index` is `local_index`), an MCP server's `server.tool` and
+        `mcp__server__tool` (`mcp__docs__local_index`).
         """
         if name is None:
             return None
         tool = self.tools.get(name) or self._by_alias.get(name)
-        if tool is None and "-" in name:
-            plain = qualifier_free(name)
-            if plain is not None:
+        if tool is None:
+            for plain in _unqualified(name):
                 tool = self.tools.get(plain) or self._by_alias.get(plain)
+                if tool is not None:
+                    break
         return tool
 
     def ignores(self, name: str | None) -> bool:

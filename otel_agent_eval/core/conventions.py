@@ -27,7 +27,8 @@ GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older OpenLLMetry spelling
 GEN_AI_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"  # included in input_tokens
-LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "call_llm"})  # call_llm: any-agent's
+GEN_AI_TOOL_ARGS = "gen_ai.tool.args"  # any-agent's spelling of the arguments (a JSON string)
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GEN_AI_EVALUATION_RESULT = "gen_ai.evaluation.result"
@@ -36,6 +37,12 @@ GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
 GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
 GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 ERROR_TYPE = "error.type"
+# A tool's own outcome, where the span status does not carry it: strands-agents writes "success" or "error"
+# (a tool that raised is an error result, and the span status stays OK).
+GEN_AI_TOOL_STATUS = "gen_ai.tool.status"
+TOOL_STATUS_FAILED = frozenset({"error", "failed", "failure"})
+EXCEPTION_EVENT = "exception"
+EXCEPTION_TYPE = "exception.type"
 
 # OpenInference
 OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
@@ -50,6 +57,7 @@ OI_TOOL_CALL_FUNCTION_ARGUMENTS = "tool_call.function.arguments"  # arguments of
 OI_INPUT_VALUE = "input.value"
 OI_OUTPUT_VALUE = "output.value"
 OI_AGENT_NAME = "agent.name"
+OI_GRAPH_NODE_ID = "graph.node.id"  # CrewAI's AGENT span `<role>._execute_core` names its agent only here (the role)
 OI_LLM_MODEL_NAME = "llm.model_name"
 OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
 OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
@@ -71,6 +79,28 @@ OI_BOUND_ARGS = "args"
 OI_BOUND_KWARGS = "kwargs"
 OI_BOUND_CALL_KEYS = frozenset({OI_BOUND_ARGS, OI_BOUND_KWARGS, "sanitize_inputs_outputs"})
 
+# CrewAI's tool span under OpenInference (`<tool>._use`): `input.value` is the bound `_use(tool_string, tool, calling)`
+# call, the arguments only in `calling` (a dict, or the repr `tool_name='x' arguments={...}`) and in the ReAct text
+# `tool_string` (`Action Input: {json}`).
+CREWAI_USE_KEYS = frozenset({"tool_string", "tool", "calling"})
+CREWAI_CALLING = "calling"
+
+# Vercel AI SDK (npm `ai`) spans of its own (ai <= 6 built in; ai 7 `LegacyOpenTelemetry` of `@ai-sdk/otel`):
+# `ai.operationId` names what a span is. ai 7's `OpenTelemetry` writes the GenAI conventions instead.
+AI_OPERATION_ID = "ai.operationId"
+AI_TOOL_CALL = "ai.toolCall"
+AI_TOOL_CALL_NAME = "ai.toolCall.name"
+AI_TOOL_CALL_ARGS = "ai.toolCall.args"
+AI_TOOL_CALL_RESULT = "ai.toolCall.result"
+AI_TOOL_CALL_ID = "ai.toolCall.id"
+AI_FUNCTION_ID = "ai.telemetry.functionId"  # the app's `telemetry.functionId`: the only name a run gets
+AI_RUN_OPERATIONS = frozenset({"ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"})
+AI_MODEL_CALL_SUFFIXES = (".doGenerate", ".doStream")  # one provider call; its parent repeats the summed usage
+AI_MODEL_ID = "ai.model.id"
+AI_RESPONSE_MODEL = "ai.response.model"
+AI_USAGE_INPUT_TOKENS = ("ai.usage.inputTokens", "ai.usage.promptTokens")  # ai 7 / ai <= 6 spelling
+AI_USAGE_OUTPUT_TOKENS = ("ai.usage.outputTokens", "ai.usage.completionTokens")
+
 # OpenLLMetry (Traceloop)
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
 TL_KIND_TOOL = "tool"
@@ -90,6 +120,7 @@ AGENT_SPAN_NAME_SUFFIXES = (".run",)
 GENAI = "gen_ai"
 OPENINFERENCE = "openinference"
 OPENLLMETRY = "openllmetry"
+VERCEL_AI = "vercel_ai"
 CUSTOM = "custom"
 
 # What this project writes on enriched spans.

@@ -25,22 +25,24 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
 
 from ..config.catalog import AttributeMapping, Catalog
 from ..config.settings import EVALUATION_EVENTS
 from . import conventions as c
 from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
-from .recognize import (SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict, convention_of,
-                        custom_convention, llm_call_of, read_tool_call, span_facts)
+from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
+                        call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts)
 from .redact import Redactor
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
 from .scoring import CallScore, Scorer
 
 logger = logging.getLogger(__name__)
+_ERROR, _UNSET = StatusCode.ERROR, StatusCode.UNSET
 
-KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND)
+KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID)
 
 
 class Sink(Protocol):
@@ -196,7 +198,7 @@ class Pipeline:
     def is_typed(self, attrs: Mapping[str, Any]) -> bool:
         """Whether a span may matter by its own attributes (a kind key, or the custom tool-name key)."""
         custom = self.state.custom
-        return (KIND_KEYS[0] in attrs or KIND_KEYS[1] in attrs or KIND_KEYS[2] in attrs
+        return (KIND_KEYS[0] in attrs or KIND_KEYS[1] in attrs or KIND_KEYS[2] in attrs or KIND_KEYS[3] in attrs
                 or (custom is not None and custom.tool_name[0] in attrs))
 
     # -- spans -----------------------------------------------------------------------
@@ -220,6 +222,8 @@ class Pipeline:
                 attrs = attribute_dict(span)
             if facts is None:
                 facts = span_facts(span)
+            if facts.parent_id is not None and span.status.status_code is _ERROR:
+                self.runs.child_failed(facts.trace_id, facts.parent_id, call_error(span, attrs)[0] or UNKNOWN_ERROR_TYPE)
             state = self.state
             convention = convention_of(attrs, state.custom, state.catalog.ignore_tools)
             if convention is not None:
@@ -274,6 +278,8 @@ class Pipeline:
     def _tool_span(self, span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention,
                    facts: SpanFacts) -> list[ReadableSpan]:
         record = read_tool_call(span, attrs, convention, facts)
+        if record.error is None and span.status.status_code is _UNSET:  # the one error rule (`call_error`), last part
+            record.error = self.runs.child_error(record.trace_id, record.span_id)
         local_child = not facts.is_root
         inner = self.runs.calls_under(record.trace_id, record.span_id)
         if inner and self._same_tool(record.name, inner):
@@ -306,7 +312,9 @@ class Pipeline:
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
         if llm is not None:
-            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns))
+            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns), facts.parent_id)
+        else:
+            self.runs.llm_inside(facts.trace_id, facts.span_id, facts.parent_id)
         return self._close_runs(span, attrs, facts, [span])
 
     def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts,

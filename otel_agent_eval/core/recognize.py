@@ -20,6 +20,7 @@ look-ups, and a tool span's arguments are parsed only when first read.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -77,7 +78,7 @@ class _Convention(NamedTuple):
 GENAI = _Convention(
     c.GENAI,
     tool_name=(c.GEN_AI_TOOL_NAME,),
-    arguments=(c.GEN_AI_TOOL_CALL_ARGUMENTS, ADK_TOOL_CALL_ARGS),
+    arguments=(c.GEN_AI_TOOL_CALL_ARGUMENTS, ADK_TOOL_CALL_ARGS, c.GEN_AI_TOOL_ARGS),
     result=(c.GEN_AI_TOOL_CALL_RESULT,),
     call_id=(c.GEN_AI_TOOL_CALL_ID,),
     agent=(c.GEN_AI_AGENT_NAME,),
@@ -94,6 +95,14 @@ OPENINFERENCE = _Convention(
     schema=(c.OI_TOOL_PARAMETERS,),
     arguments_are_json=False,
     bound_calls=True,
+)
+VERCEL_AI = _Convention(
+    c.VERCEL_AI,
+    tool_name=(c.AI_TOOL_CALL_NAME,),
+    arguments=(c.AI_TOOL_CALL_ARGS,),
+    result=(c.AI_TOOL_CALL_RESULT,),
+    call_id=(c.AI_TOOL_CALL_ID,),
+    agent=(c.AI_FUNCTION_ID,),
 )
 OPENLLMETRY = _Convention(
     c.OPENLLMETRY,
@@ -327,6 +336,8 @@ def convention_of(attrs: Mapping[str, Any], custom: _Convention | None = None,
         convention = OPENINFERENCE
     elif attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_TOOL:
         convention = OPENLLMETRY
+    elif attrs.get(c.AI_OPERATION_ID) == c.AI_TOOL_CALL:
+        convention = VERCEL_AI
     elif custom is not None and custom.tool_name[0] in attrs:
         convention = custom
     else:
@@ -385,6 +396,13 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
         tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
         messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
         cached = attrs.get(c.OI_LLM_TOKEN_COUNT_CACHE_READ)
+    elif _is_ai_model_call(attrs.get(c.AI_OPERATION_ID)):  # Vercel AI SDK `ai.*.doGenerate` / `doStream`
+        model = (attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
+                 or attrs.get(c.AI_MODEL_ID))
+        tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, *c.AI_USAGE_INPUT_TOKENS))
+        tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, *c.AI_USAGE_OUTPUT_TOKENS))
+        messages = None, None
+        cached = attrs.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
     else:
         return None
     model = _as_text(model)
@@ -396,6 +414,11 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
 
 
 MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
+
+
+def _is_ai_model_call(operation: Any) -> bool:
+    """Whether an `ai.operationId` is one provider call (`ai.generateText.doGenerate`, `ai.streamText.doStream`)."""
+    return type(operation) is str and operation.startswith("ai.") and operation.endswith(c.AI_MODEL_CALL_SUFFIXES)
 
 
 def _tokens(value: Any) -> int:
@@ -424,13 +447,19 @@ def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str
     elif operation == c.OP_EXECUTE_TOOL:  # a tool span is no agent span, whatever kind it also claims
         return None
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_AGENT:
-        name = _as_text(attrs.get(c.OI_AGENT_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
+        name = (_as_text(attrs.get(c.OI_AGENT_NAME)) or _as_text(attrs.get(c.GEN_AI_AGENT_NAME))
+                or _as_text(attrs.get(c.OI_GRAPH_NODE_ID)))
     elif attrs.get(c.TRACELOOP_SPAN_KIND) in (c.TL_KIND_AGENT, c.TL_KIND_WORKFLOW):
         name = _as_text(attrs.get(c.GEN_AI_AGENT_NAME)) or name_from_span_name(_as_text(attrs.get(c.TRACELOOP_ENTITY_NAME)))
+    elif attrs.get(c.AI_OPERATION_ID) in c.AI_RUN_OPERATIONS:  # Vercel AI SDK: named only by the app's functionId
+        name = _as_text(attrs.get(c.AI_FUNCTION_ID))
+        return name[:MAX_NAME_CHARS] if name else None
     else:
         return None
     if not name:
         name = name_from_span_name(span_name)
+        if name is not None and name == _as_text(attrs.get(c.GEN_AI_REQUEST_MODEL)):
+            return None  # `invoke_agent {modelId}` (Vercel AI SDK 7 without a functionId): a model is no agent
     return name[:MAX_NAME_CHARS] if name else None
 
 
@@ -464,7 +493,8 @@ def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None
 
     The GenAI `invoke_agent ` prefix and the known suffixes (`AGENT_SPAN_NAME_SUFFIXES`: smolagents'
     `<agent>.run`, llama-index's `<Workflow>.run`) are taken off; what is left must be one word of
-    letters, digits, `_ . : -` of at most `MAX_DERIVED_NAME_CHARS` characters. `suffixed` accepts
+    letters, digits, `_ . : -` of at most `MAX_DERIVED_NAME_CHARS` characters, and no method name
+    (`Calculator._execute_core`: a dot before an underscore). `suffixed` accepts
     only a name with a known suffix (for a root span that is not marked as an agent).
     """
     name = _as_text(span_name)
@@ -483,8 +513,8 @@ def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None
     else:
         if suffixed:
             return None
-    if len(name) > MAX_DERIVED_NAME_CHARS or not _NAME_LIKE.match(name):
-        return None
+    if len(name) > MAX_DERIVED_NAME_CHARS or not _NAME_LIKE.match(name) or "._" in name:
+        return None  # free text, or a method (CrewAI's `Calculator._execute_core`): no agent's name
     return name
 
 
@@ -510,7 +540,7 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-_ERROR = StatusCode.ERROR
+_ERROR, _OK = StatusCode.ERROR, StatusCode.OK
 
 
 def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Convention,
@@ -531,6 +561,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
             fallback = span_name.removeprefix(c.OP_EXECUTE_TOOL).strip() if isinstance(span_name, str) else ""
             problems.append(f"tool name missing or not a string ({convention.tool_name[0]}={_short(raw_name)})")
             name = fallback or "unknown"
+    elif "/" in name or "\\" in name:
+        name = function_name(name)
 
     start, end = facts.start_ns, facts.end_ns
     if type(start) is int and type(end) is int and 0 <= end - start < MAX_DURATION_NS:
@@ -539,12 +571,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
         duration = None
         problems.append(f"no valid start/end time (start={start!r}, end={end!r})")
 
-    error = error_message = None
-    error_type = attrs.get(c.ERROR_TYPE)
     status = getattr(span, "_status", None) or getattr(span, "status", None)
-    if error_type is not None or (status is not None and status.status_code is _ERROR):
-        error = _label(error_type) if error_type is not None else _exception_type(span) or UNKNOWN_ERROR_TYPE
-        error_message = getattr(status, "description", None)
+    error, error_message = call_error(span, attrs, status)
 
     events = ()
     if convention.argument_events:
@@ -558,6 +586,47 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
         name, attrs, convention, duration, start if type(start) is int else None, end if type(end) is int else None,
         error, error_message, facts.trace_id, facts.span_id, facts.parent_id, agent or None, problems, events,
     )
+
+
+def call_error(span: Any, attrs: Mapping[str, Any], status: Any = None) -> tuple[str | None, str | None]:
+    """(error type, message) when the tool span says the call failed, else (None, None): the one rule for a call's error.
+
+    A call failed when its span has `error.type`, or status ERROR, or `gen_ai.tool.status` "error" (strands-agents:
+    a tool that raised is an error *result*, the span status stays OK), or, with its status left UNSET, an
+    `exception` event. An `exception` event under status OK was handled (a retry that worked): no failure. The
+    type is `error.type`, else the `exception` event's `exception.type`, else `_OTHER`. (An ERROR child span of a
+    tool span whose status is UNSET fails the call too: the pipeline sees the child, `child_error`.)
+    """
+    if status is None:
+        status = getattr(span, "_status", None) or getattr(span, "status", None)
+    code = getattr(status, "status_code", None)
+    error_type = attrs.get(c.ERROR_TYPE)
+    if error_type is not None and error_type != "":
+        return _label(error_type), getattr(status, "description", None)
+    tool_status = _as_text(attrs.get(c.GEN_AI_TOOL_STATUS))
+    failed = code is _ERROR or (tool_status is not None and tool_status.lower() in c.TOOL_STATUS_FAILED)
+    exception_type = _exception_type(span) if failed or code is not _OK else None
+    if failed or exception_type is not None:
+        return exception_type or UNKNOWN_ERROR_TYPE, getattr(status, "description", None) or None
+    return None, None
+
+
+def function_name(name: str) -> str:
+    """The function part of a tool name that carries a file path: CrewAI's MCP adapter names a tool
+    `<command>_<args>_<tool>`, so `/venv/bin/python3_/srv/mcp/calculator.py_calculate` is `calculate`.
+
+        >>> function_name("/venv/bin/python3_/srv/mcp/calculator.py_calculate"), function_name("web_search")
+        ('calculate', 'web_search')
+
+    The last path segment is kept, less a leading script file name (`calculator.py_`). A label never carries a path.
+    """
+    last = _PATH_SEPARATOR.split(name)[-1]
+    script = _SCRIPT_PREFIX.match(last)
+    return (script.group(1) if script else last) or name
+
+
+_PATH_SEPARATOR = re.compile(r"[/\\]")
+_SCRIPT_PREFIX = re.compile(r"[^_]*?\.[A-Za-z0-9]+_(.+)\Z")  # `calculator.py_calculate`: a script, then the function
 
 
 def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str, Any] | None:
@@ -581,7 +650,8 @@ def _parse_arguments(raw: Any, convention: str, problems: list[str]) -> dict[str
     return value if isinstance(value, dict) else {"input": value}
 
 
-_scan_json = json.JSONDecoder().scan_once  # the C scanner json.loads runs, without its Python-level wrapping
+_decoder = json.JSONDecoder()
+_scan_json = _decoder.scan_once  # the C scanner json.loads runs, without its Python-level wrapping
 
 
 def _loads(text: str) -> Any:
@@ -602,6 +672,8 @@ def _unbound(arguments: dict[str, Any], schema: Mapping[str, Any] | None) -> dic
     is when it is no such envelope, or when the tool itself declares an argument named `kwargs`.
     """
     kwargs = arguments.get(c.OI_BOUND_KWARGS)
+    if c.CREWAI_CALLING in arguments and c.CREWAI_USE_KEYS.issuperset(arguments):
+        return _crewai_arguments(arguments)
     if type(kwargs) is not dict or not c.OI_BOUND_CALL_KEYS.issuperset(arguments):
         return arguments
     properties = schema.get("properties") if schema is not None else None
@@ -615,6 +687,39 @@ def _unbound(arguments: dict[str, Any], schema: Mapping[str, Any] | None) -> dic
     if len(args) == 1 and not kwargs:
         return {"input": args[0]}
     return {**kwargs, c.OI_BOUND_ARGS: args}
+
+
+_CALLING_ARGUMENTS = re.compile(r"\barguments=(\{.*\})\s*\Z", re.DOTALL)  # the repr of CrewAI's ToolCalling
+_ACTION_INPUT = re.compile(r"Action Input:\s*")  # the ReAct text's arguments follow, as JSON
+
+
+def _crewai_arguments(bound: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of CrewAI's bound `_use(tool_string, tool, calling)` (OpenInference's `input.value` of its
+    tool spans): `calling["arguments"]` when `calling` is a dict, else read from its repr `tool_name='x'
+    arguments={...}` (a Python literal, never evaluated as code), else the `Action Input: {json}` of the ReAct text."""
+    calling = bound.get(c.CREWAI_CALLING)
+    if isinstance(calling, dict) and isinstance(calling.get("arguments"), dict):
+        return calling["arguments"]
+    if isinstance(calling, str) and len(calling) <= MAX_ARGUMENT_CHARS:
+        found = _CALLING_ARGUMENTS.search(calling)
+        if found is not None:
+            try:
+                value = ast.literal_eval(found.group(1))
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                value = None
+            if isinstance(value, dict):
+                return value
+    text = bound.get("tool_string")
+    if isinstance(text, str) and len(text) <= MAX_ARGUMENT_CHARS:
+        found = _ACTION_INPUT.search(text)
+        if found is not None:
+            try:
+                value = _decoder.raw_decode(text, found.end())[0]
+            except (ValueError, RecursionError):
+                value = None
+            if isinstance(value, dict):
+                return value
+    return bound
 
 
 # Keywords that only a JSON Schema has at its top level. A dict without any is no schema of
@@ -651,11 +756,11 @@ def _label(value: Any) -> str:
 
 
 def _exception_type(span: ReadableSpan) -> str | None:
+    """The `exception.type` of the span's first `exception` event ("" when it names none), else None (no such event)."""
     for event in getattr(span, "events", None) or ():
-        if event.name == "exception" and event.attributes:
-            value = event.attributes.get("exception.type")
-            if value:
-                return str(value)
+        if event.name == c.EXCEPTION_EVENT:
+            value = (event.attributes or {}).get(c.EXCEPTION_TYPE)
+            return _label(value) if value else ""
     return None
 
 

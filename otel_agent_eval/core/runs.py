@@ -132,7 +132,8 @@ class _OpenRun:
 
 
 class _OpenTrace:
-    __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents")
+    __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents", "llm_parents",
+                 "failed_children")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
@@ -143,6 +144,8 @@ class _OpenTrace:
         self.closed_agents: list[tuple[int, int]] = []  # (start, end) of agent spans ended: an agent seen only
         # at its end (no start hint) wraps those inside its time range
         self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
+        self.llm_parents: set[int] = set()  # spans holding a model call counted with its tokens: not counted again
+        self.failed_children: dict[int, str] = {}  # span id -> error type of a child span that ended with status ERROR
 
     def innermost(self) -> _OpenRun:
         if self.agents:
@@ -211,15 +214,55 @@ class RunTracker:
                 run.dropped += 1
             self._note_parent(trace, run, record)
 
-    def add_llm(self, trace_id: int, call: LLMCall) -> None:
+    def add_llm(self, trace_id: int, call: LLMCall, parent_id: int | None = None) -> bool:
+        """Count a model call in its run; False when it is no new call: it ended after its root, or its span holds a
+        model call already counted with tokens (one call on nested spans: google-adk `call_llm` > `generate_content` >
+        `openai.chat`; the usage is counted once, at the innermost span that reports it)."""
         if trace_id in self.recent_roots and self.late(trace_id, call.start_ns) is not None:
-            return  # ended after its root: that run was evaluated, and a new one would hold it for the TTL
+            return False  # ended after its root: that run was evaluated, and a new one would hold it for the TTL
         with self._lock:
-            run = self._trace(trace_id).innermost()
+            trace = self._trace(trace_id)
+            if call.span_id in trace.llm_parents:
+                trace.llm_parents.discard(call.span_id)
+                if parent_id is not None:
+                    trace.llm_parents.add(parent_id)  # and the span above it, when that is the same call too
+                return False
+            run = trace.innermost()
             if len(run.llm) < self._max_calls:
                 run.llm.append(call)
             else:
                 run.dropped += 1
+            if parent_id is not None and (call.input_tokens or call.output_tokens) and len(trace.llm_parents) < self._max_calls:
+                trace.llm_parents.add(parent_id)
+            return True
+
+    def llm_inside(self, trace_id: int, span_id: int, parent_id: int | None) -> None:
+        """A span that is no model call ended: if it holds one counted with tokens, so does its parent (a model call's
+        spans may nest through others: google-adk `call_llm` > `generate_content` > an instrumented client's span)."""
+        trace = self._traces.get(trace_id)
+        if trace is None or span_id not in trace.llm_parents:  # lock-free: the common case
+            return
+        with self._lock:
+            trace.llm_parents.discard(span_id)
+            if parent_id is not None:
+                trace.llm_parents.add(parent_id)
+
+    def child_failed(self, trace_id: int, parent_id: int, error_type: str) -> None:
+        """A span ended with status ERROR under span `parent_id`: a tool span left UNSET above it failed (`child_error`)."""
+        if trace_id in self.recent_roots and trace_id not in self._traces:
+            return  # its trace's root has ended: no tool span of it is still to come in a run
+        with self._lock:
+            trace = self._trace(trace_id)
+            if len(trace.failed_children) < self._max_calls:
+                trace.failed_children.setdefault(parent_id, error_type)
+
+    def child_error(self, trace_id: int, span_id: int) -> str | None:
+        """The error type of a child of span `span_id` that ended with status ERROR, or None (asked once, as it ends)."""
+        trace = self._traces.get(trace_id)
+        if trace is None or not trace.failed_children:
+            return None
+        with self._lock:
+            return trace.failed_children.pop(span_id, None)
 
     def calls_under(self, trace_id: int, span_id: int) -> list[str]:
         """Tool names of the calls recorded under span `span_id` that do not sit right under their
