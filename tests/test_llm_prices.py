@@ -44,11 +44,11 @@ def chat(model, tokens_in=1200, tokens_out=300, cached=0, **extra):
     return attrs
 
 
-def record(*llm_spans, exporter=None):
+def record(*llm_spans, exporter=None, catalog=NO_MODELS):
     """One agent run per group of LLM spans, through a real processor; its runs, and the registry."""
     runs, registry = [], CollectorRegistry()
     forward = SimpleSpanProcessor(exporter) if exporter is not None else None
-    processor = AgentEvalSpanProcessor(NO_MODELS, registry=registry, background=False, on_run=runs.append, forward_to=forward)
+    processor = AgentEvalSpanProcessor(catalog, registry=registry, background=False, on_run=runs.append, forward_to=forward)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("prices")
@@ -127,16 +127,7 @@ def test_a_call_is_priced_at_the_time_it_was_made():
 # -- the order: catalog, then reported, then genai-prices -------------------------------------------------------
 
 def test_the_catalog_wins_over_a_reported_cost_and_the_table():
-    runs = []
-    processor = AgentEvalSpanProcessor(CATALOG, registry=CollectorRegistry(), background=False, on_run=runs.append)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    tracer = provider.get_tracer("prices")
-    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}):
-        with tracer.start_as_current_span("chat", attributes=chat("gpt-4.1-mini", 1000, 500, **{"llm.cost.total": 9.0})):
-            pass
-    provider.shutdown()
-    (run,) = runs
+    (run,), _ = record([chat("gpt-4.1-mini", 1000, 500, **{"llm.cost.total": 9.0})], catalog=CATALOG)
     assert run.evaluation.llm_cost_usd == pytest.approx(1.0 + 0.5 * 2.0)
     assert run.evaluation.llm_priced_by == ("catalog",)
 
