@@ -111,6 +111,12 @@ def test_a_provider_prefixed_model_is_priced_by_its_provider():
     assert expected > 0 and run.evaluation.llm_cost_usd == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("tokens_in", [1_000, 199_000, 250_000])  # gemini-2.5-pro's rates change above 200k input tokens
+def test_a_tiered_price_is_the_tables_on_each_side_of_the_tier(tokens_in):
+    (run,), _ = record([chat("gemini-2.5-pro", tokens_in, 2_000, cached=500)])
+    assert run.evaluation.llm_cost_usd == pytest.approx(table_usd("gemini-2.5-pro", tokens_in, 2_000, cached=500), rel=1e-12)
+
+
 def test_a_call_is_priced_at_the_time_it_was_made():
     then = 1_758_000_000_000_000_000  # 2025-09-16: mistral-small-latest cost less than it does in the table today
     table = PriceTable()

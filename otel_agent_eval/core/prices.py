@@ -11,6 +11,9 @@ Sources, first that knows wins (docs/llm-prices.md):
 3. `genai_prices`: pydantic's maintained table (the `genai-prices` package), its bundled snapshot only:
    nothing is ever fetched. A model is looked up once per (model, provider), in a bounded cache; the call
    is then priced by the model's rates at the time the call started, as `genai_prices.calc_price` does.
+   Its calculation takes ~0.6 ms a call, so a flat rate card (no token tiers) is turned once into per-token
+   rates by the library itself, and each call costs a few multiplications; a tiered card is priced by the
+   library call by call.
 4. `unpriced`: none of them knows the model; the call adds nothing to the run's cost and its model is listed.
 
     >>> pricer = LLMPricer(catalog.models)
@@ -24,7 +27,8 @@ import re
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from decimal import Decimal
+from typing import Any, NamedTuple
 
 from ..config.catalog import ModelPrice
 from . import conventions as c
@@ -33,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 CATALOG, REPORTED, GENAI_PRICES, UNPRICED = "catalog", "reported", "genai_prices", "unpriced"
 PRICE_SOURCES = (CATALOG, REPORTED, GENAI_PRICES, UNPRICED)  # in the order they are tried: the label's only values
-MAX_MODELS = 1_024  # (model, provider) pairs whose table lookup is kept; more clear the cache
+MAX_MODELS = 1_024  # (model, provider) pairs whose table lookup is kept, and rate cards turned into rates; more clear them
+_MILLION = 1_000_000
 _DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 # A Bedrock model id: an optional cross-region prefix, then the vendor (`us.anthropic.claude-haiku-4-5-20251001-v1:0`).
 _BEDROCK_ID = re.compile(r"^(?:[a-z]{2,6}\.)?(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer)\.")
@@ -105,6 +110,7 @@ class PriceTable:
 
     def __init__(self) -> None:
         self._found: dict[tuple[str, str | None], Any] = {}  # (model, provider) -> (ModelInfo, Provider) or None
+        self._rates: dict[int, _Rates] = {}  # id(genai-prices ModelPrice) -> its per-token rates (the card is kept in them)
         self._lock = threading.Lock()
         self._library: Any = None  # the genai_prices module, False when it cannot be imported
 
@@ -122,13 +128,40 @@ class PriceTable:
         if found is None:
             return None
         info, provider_info = found
-        usage = self._library.Usage(input_tokens=input_tokens, cache_read_tokens=min(cached_input_tokens, input_tokens),
-                                    output_tokens=output_tokens)
+        cached = min(cached_input_tokens, input_tokens)
+        when = _when(start_ns) or datetime.now(timezone.utc)
         try:
-            return float(info.calc_price(usage, provider_info, genai_request_timestamp=_when(start_ns)).total_price)
+            card = info.get_prices(when)  # the rate card in force then: one of the model's few, the same object each time
+            rates = self._rates.get(id(card))
+            if rates is None or rates.card is not card:
+                rates = self._rates_of(card)
+            if rates.base is not None:  # flat: affine in the token counts, exactly as the library sums its units
+                return float(rates.base + (input_tokens - cached) * rates.fresh + cached * rates.cached + output_tokens * rates.output)
+            usage = self._library.Usage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=output_tokens)
+            return float(info.calc_price(usage, provider_info, genai_request_timestamp=when).total_price)
         except Exception as exc:  # noqa: BLE001 - the table's own checks (a usage it refuses): this call is unpriced
             logger.debug("otel-agent-eval: genai-prices could not price %r: %s", model, exc)
             return None
+
+    def _rates_of(self, card: Any) -> _Rates:
+        """Per-token rates of a flat card, by the library's own calculation of a million tokens of each kind
+        (base: what no token costs, e.g. a per-request fee); `base=None` when a price depends on a token tier."""
+        library = self._library
+        if any(isinstance(price, library.types.TieredPrices) for price in vars(card).values()):
+            rates = _Rates(card, None, Decimal(0), Decimal(0), Decimal(0))
+        else:
+            def total(**tokens: int) -> Decimal:
+                return card.calc_price(library.Usage(**tokens))["total_price"]
+
+            base = total(input_tokens=0, output_tokens=0)
+            rates = _Rates(card, base, (total(input_tokens=_MILLION, output_tokens=0) - base) / _MILLION,
+                           (total(input_tokens=_MILLION, cache_read_tokens=_MILLION, output_tokens=0) - base) / _MILLION,
+                           (total(input_tokens=0, output_tokens=_MILLION) - base) / _MILLION)
+        with self._lock:
+            if len(self._rates) >= MAX_MODELS:
+                self._rates.clear()
+            self._rates[id(card)] = rates
+        return rates
 
     def _lookup(self, model: str, provider: str | None) -> Any:
         """(ModelInfo, Provider) by the table's own matching (`calc_price`'s), trying the provider the span names,
@@ -165,6 +198,14 @@ class PriceTable:
             else:
                 self._library = genai_prices
         return self._library or None
+
+
+class _Rates(NamedTuple):
+    card: Any  # the genai-prices ModelPrice these come from (kept alive, so its id is not reused)
+    base: Decimal | None  # USD of a call without tokens; None: a tiered card, priced call by call by the library
+    fresh: Decimal  # USD per uncached input token
+    cached: Decimal  # USD per input token read from the cache
+    output: Decimal  # USD per output token
 
 
 def _when(start_ns: int | None) -> datetime | None:
