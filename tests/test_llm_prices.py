@@ -213,15 +213,17 @@ def test_score_on_a_file_a_real_exporter_wrote_prices_as_live(tmp_path):
         assert by_agent[agent]["llm_cost_per_run_usd"] == pytest.approx(
             next(r for r in live if r.agent == agent).evaluation.llm_cost_usd, rel=1e-12)  # the same as live
     assert [by_agent[a]["llm_priced_by"] for a in expected] == [["genai_prices"], ["genai_prices"], ["reported"], ["unpriced"]]
-    assert report["llm_prices"] == {"calls_by_source": {"reported": 1, "genai_prices": 3, "unpriced": 1},
-                                    "unpriced_models": {"in-house-llm-7": 1}}
+    assert report["llm_prices"] == {"calls_by_source": {"reported": 1, "genai_prices": 3, "unpriced": 1}}
+    assert report["coverage"]["unpriced_models"] == [{"model": "in-house-llm-7", "calls": 1}]  # priced by none: to add
     table = io.StringIO()
     with contextlib.redirect_stdout(table), _env(CLEAN_ENV):
         main(["score", str(path), "--catalog", _catalog_file(tmp_path), "--html", str(tmp_path / "r.html")])
     text = table.getvalue()
     assert "LLM priced by" in text and "genai_prices" in text
-    assert "1 unpriced, not in the runs' cost: in-house-llm-7 (1)" in text
-    assert "in-house-llm-7 (1)" in (tmp_path / "r.html").read_text() and "LLM priced by" in (tmp_path / "r.html").read_text()
+    assert "LLM calls priced: 1 by the cost the spans report, 3 by genai-prices; 1 unpriced by every source" in text
+    assert "in-house-llm-7: 1 call" in text
+    html = (tmp_path / "r.html").read_text()
+    assert "in-house-llm-7" in html and "LLM priced by" in html and "3 by genai-prices" in html
 
 
 def _catalog_file(tmp_path):
