@@ -127,3 +127,18 @@ CUSTOM = "custom"
 AGENT_EVAL_PREFIX = "agent_eval."
 
 REDACTED = "[REDACTED]"  # what redaction leaves in place of a value: ours, and strands-agents' opt-in one
+
+# LLM prices: the provider of a model call, and a cost the span reports itself (USD). See docs/llm-prices.md.
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_SYSTEM = "gen_ai.system"  # the older spelling of gen_ai.provider.name (Vercel AI SDK, OpenLLMetry, aws-sdk)
+OI_LLM_PROVIDER = "llm.provider"
+OI_LLM_SYSTEM = "llm.system"
+PROVIDER_KEYS = (GEN_AI_PROVIDER_NAME, GEN_AI_SYSTEM, OI_LLM_PROVIDER, OI_LLM_SYSTEM)
+# Proposed GenAI cost attributes (semantic-conventions-genai PR #443, open): an amount in the currency named beside it.
+GEN_AI_USAGE_COST_AMOUNT = "gen_ai.usage.cost.amount"
+GEN_AI_USAGE_COST_CURRENCY = "gen_ai.usage.cost.currency"
+OI_LLM_COST_TOTAL = "llm.cost.total"  # OpenInference: USD, prompt + completion
+OI_LLM_COST_PROMPT = "llm.cost.prompt"
+OI_LLM_COST_COMPLETION = "llm.cost.completion"
+ANY_AGENT_INPUT_COST = "gen_ai.usage.input_cost"  # any-agent (mozilla-ai): USD of the input and of the output
+ANY_AGENT_OUTPUT_COST = "gen_ai.usage.output_cost"

@@ -158,7 +158,8 @@ class Enricher:
 
 _RUN_KEYS = {name: RUN + name for name in (
     "outcome", "completion_reason", "task", "tool_calls", "llm_calls", "redundant_calls", "spurious_calls", "over_budget",
-    "cost_usd", "tool_cost_usd", "llm_cost_usd", "health_score", "agent", "unpriced_models", "arguments_not_captured", "loops")}
+    "cost_usd", "tool_cost_usd", "llm_cost_usd", "health_score", "agent", "unpriced_models", "arguments_not_captured", "loops",
+    "llm_priced_by")}
 _RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity",
                                                       "call_precision"))
 
@@ -183,6 +184,8 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
             attrs[key] = value
     if e.unpriced_models:
         attrs[k["unpriced_models"]] = list(e.unpriced_models)
+    if e.llm_price_sources:  # where the LLM calls' prices came from: catalog, reported, genai_prices, unpriced
+        attrs[k["llm_priced_by"]] = list(e.llm_priced_by)
     if e.loops:
         attrs[k["loops"]] = len(e.loops)
     if e.arguments_not_captured:  # unknown, so left out of argument validity

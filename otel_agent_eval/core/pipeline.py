@@ -32,6 +32,7 @@ from ..config.settings import EVALUATION_EVENTS
 from . import conventions as c
 from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
+from .prices import provider_of, reported_cost
 from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
                         call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts)
 from .redact import Redactor
@@ -312,7 +313,9 @@ class Pipeline:
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
         if llm is not None:
-            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns), facts.parent_id)
+            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns,
+                                                           provider=provider_of(attrs), reported_cost_usd=reported_cost(attrs)),
+                              facts.parent_id)
         else:
             self.runs.llm_inside(facts.trace_id, facts.span_id, facts.parent_id)
         return self._close_runs(span, attrs, facts, [span])

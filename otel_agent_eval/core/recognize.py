@@ -373,6 +373,8 @@ class LLMCall(NamedTuple):
     output_messages: Any = None
     start_ns: int | None = None  # places the call in the agent run whose time range holds it
     cached_input_tokens: int = 0  # of `input_tokens`, those served from the provider's cache (priced apart)
+    provider: str | None = None  # as the span names it (core.prices.provider_of): narrows the price table's lookup
+    reported_cost_usd: float | None = None  # the cost the span reports itself (core.prices.reported_cost)
 
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:

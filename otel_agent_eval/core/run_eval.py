@@ -3,8 +3,8 @@
 The metrics are those of the agent-evaluation tutorial (seed 002): task completion, tool call
 accuracy (arguments valid against the tool's JSON Schema, call order), spurious and redundant
 calls, the call budget, tool correctness with deepeval's semantics, cost per run (tools from
-the catalog, LLM tokens priced by the catalog's `models`) and a 0-100 health score with the
-tutorial's weights, renormalised over the parts that are known.
+the catalog; LLM calls priced by the catalog's `models`, else by the cost the span reports, else by
+genai-prices' table: core/prices.py) and a 0-100 health score with the tutorial's weights, renormalised over the parts that are known.
 
 What is unknown stays unknown: a call whose arguments were not captured is neither valid nor
 invalid (left out of argument validity, listed in `arguments_not_captured`) and repeats no other
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ..config.catalog import Catalog, ModelPrice, TaskRoute, Tool
+from ..config.catalog import Catalog, TaskRoute, Tool
 from .correctness import tool_correctness_score
+from .prices import UNPRICED, LLMPricer
 from .runs import AgentRun, RunEvaluation
 from .schema_check import compile_check
 
@@ -36,7 +36,6 @@ HEALTH_WEIGHTS = {"completion": 0.30, "tool_accuracy": 0.25, "hallucination_free
 LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
 COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
 _CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
-_DATED_SUFFIX = re.compile(r"-\d")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 
 LOOP_CALLS = 3  # this many consecutive calls of one tool with the same arguments are a loop
@@ -70,6 +69,7 @@ class RunEvaluator:
         self._validators: dict[int, tuple[Any, Callable[[dict[str, Any]], bool] | None]] = {}
         self._invalid: dict[tuple[int, str], Any] = {}  # (validator id, repr of arguments) -> why they fail
         self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
+        self._pricer = LLMPricer(catalog.models)
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
@@ -82,7 +82,7 @@ class RunEvaluator:
         precision = 1 - min(len(calls), len(spurious) + len(redundant)) / len(calls) if calls else None
         known = [v for v in (validity, shape.order, precision) if v is not None]
         accuracy = sum(known) / len(known) if known else None
-        llm_cost, unpriced = self._llm_cost(run) if run.llm_calls else (0.0, ())
+        llm_cost, unpriced, sources = self._llm_cost(run) if run.llm_calls else (0.0, (), ())
         tool_cost = 0.0
         for score in run.scores:
             tool_cost += score.static.cost_usd
@@ -92,7 +92,7 @@ class RunEvaluator:
         return RunEvaluation(  # positional, in field order: keywords cost a third more, once per run
             completed, why, accuracy, validity, shape.order, precision, invalid, spurious, redundant,
             bool(route and route.max_calls and len(calls) > route.max_calls), shape.correctness, tool_cost, llm_cost,
-            unpriced, duration, hallucination_free, health, not_captured, loops,
+            unpriced, duration, hallucination_free, health, not_captured, loops, sources,
         )
 
     def _shape(self, names: tuple[str, ...], route: TaskRoute | None, scores: list[Any]) -> _Shape:
@@ -226,17 +226,17 @@ class RunEvaluator:
             validator = self._validators[key] = (Draft202012Validator(schema, registry=Registry()), compile_check(schema))
         return validator
 
-    def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...]]:
-        total, unpriced = 0.0, []
+    def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...], tuple[str, ...]]:
+        """(USD, models of the calls no source prices, where each call's price came from)."""
+        total, unpriced, sources = 0.0, [], []
+        price = self._pricer.price
         for call in run.llm_calls:
-            price = price_of(self.catalog.models, call.model)
-            if price is None:
+            usd, source = price(call)
+            total += usd
+            sources.append(source)
+            if source == UNPRICED:
                 unpriced.append(call.model or "unknown")
-                continue
-            cached = min(call.cached_input_tokens, call.input_tokens)  # fresh input at the input price, cached at its own
-            total += ((call.input_tokens - cached) / 1000 * price.input_per_1k + cached / 1000 * price.cached_per_1k
-                      + call.output_tokens / 1000 * price.output_per_1k)
-        return total, tuple(unpriced)
+        return total, tuple(unpriced), tuple(sources)
 
     def _hallucination_free(self, run: AgentRun) -> float | None:
         if self.hallucination is None:
@@ -263,17 +263,6 @@ def _health(completed: bool, accuracy: float | None, hallucination_free: float |
         total, weight = total + w["latency"] * max(0.0, 1 - duration / LATENCY_AT_ZERO_S), weight + w["latency"]
     total, weight = total + w["cost"] * max(0.0, 1 - cost / COST_AT_ZERO_USD), weight + w["cost"]
     return 100 * total / weight
-
-
-def price_of(models: Mapping[str, ModelPrice], model: str | None) -> ModelPrice | None:
-    """The catalog price of a model, also for a dated snapshot of it (`gpt-4o-mini-2024-07-18`)."""
-    if not model:
-        return None
-    price = models.get(model)
-    if price is not None:
-        return price
-    base = max((m for m in models if model.startswith(m) and _DATED_SUFFIX.match(model, len(m))), key=len, default=None)
-    return models[base] if base else None
 
 
 def _as_schema_expects(arguments: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry.trace import StatusCode
 
+from .prices import PRICE_SOURCES
 from .recognize import MAX_DURATION_NS, LLMCall, SpanFacts, ToolCallRecord, attribute_dict, name_from_span_name
 
 if TYPE_CHECKING:
@@ -52,12 +53,13 @@ class RunEvaluation:
     tool_correctness: float | None  # against the route's expected_tools, deepeval's default semantics
     tool_cost_usd: float
     llm_cost_usd: float
-    unpriced_models: tuple[str, ...]  # LLM calls whose model the catalog does not price (not guessed)
+    unpriced_models: tuple[str, ...]  # models of the LLM calls no source prices (catalog, span, genai-prices): not guessed
     duration_s: float | None
     hallucination_free: float | None
     health: float  # 0-100
     arguments_not_captured: tuple[str, ...] = ()  # calls whose spans carry no arguments: left out of argument validity
     loops: tuple[str, ...] = ()  # one tool name per loop: LOOP_CALLS+ consecutive calls of it with the same captured arguments
+    llm_price_sources: tuple[str, ...] = ()  # per LLM call, where its price came from (core.prices.PRICE_SOURCES)
 
     @property
     def outcome(self) -> str:
@@ -66,6 +68,11 @@ class RunEvaluation:
     @property
     def cost_usd(self) -> float:
         return self.tool_cost_usd + self.llm_cost_usd
+
+    @property
+    def llm_priced_by(self) -> tuple[str, ...]:
+        """The sources that priced the run's LLM calls, each once, in the order they are tried (`unpriced` last)."""
+        return tuple(s for s in PRICE_SOURCES if s in self.llm_price_sources)
 
 
 @dataclass

@@ -124,6 +124,7 @@ class EvalMetrics:
         self._max_samples = max_samples
         self.budget = b.SampleBudget(max_samples)
         self.closed_early: Counter[str] = Counter()  # shared with the RunTracker, which counts them
+        self.llm_price_sources: Counter[str] = Counter()  # LLM calls by where their price came from
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
         self._unknown_tools: set[str] = set()
@@ -174,7 +175,7 @@ class EvalMetrics:
         """The families this collector exposes, empty: how a registry detects a second registration."""
         specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
                  n.TOOL_DURATION, n.TOOL_LATENCY, n.RUNS, *n.RUN_HISTOGRAMS.values(), n.RUN_REDUNDANT, n.RUN_SPURIOUS,
-                 n.RUN_OVER_BUDGET, n.RUN_LOOPS, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
+                 n.RUN_OVER_BUDGET, n.RUN_LOOPS, n.LLM_CALLS, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
                  n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK, n.CATALOG_UNKNOWN_TOOL_CALLS, n.CATALOG_UNPRICED_MODEL_CALLS)
         yield from (family(spec, window=self._window_s) for spec in specs)
         yield from (CounterMetricFamily(n.SELF_PREFIX + name, doc) for name, doc in n.SELF_COUNTERS.items())
@@ -189,7 +190,7 @@ class EvalMetrics:
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
-        self.counters, self.scored = Counter(), 0
+        self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         self.dropped_downstream = Tally()
         if self.mirror is not None:
@@ -281,6 +282,7 @@ class EvalMetrics:
             if unpriced:
                 self.counters["unpriced_llm_calls"] += len(unpriced)
                 self._missing_models.update(unpriced)
+            self.llm_price_sources.update(evaluation.llm_price_sources)
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
@@ -406,6 +408,7 @@ class EvalMetrics:
             runs = [(key, series.copy()) for key, series in self._runs.items()]
             counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
             missing_tools, missing_models = Counter(self._missing_tools), Counter(self._missing_models)
+            llm_sources = Counter(self.llm_price_sources)
         yield from self._tool_families(tools, durations)
         for spec, missing in ((n.CATALOG_UNKNOWN_TOOL_CALLS, missing_tools), (n.CATALOG_UNPRICED_MODEL_CALLS, missing_models)):
             coverage = family(spec)
@@ -413,6 +416,10 @@ class EvalMetrics:
                 coverage.add_metric([name], count)
             yield coverage
         yield from _run_families(runs)
+        llm_calls = family(n.LLM_CALLS)
+        for source, count in sorted(llm_sources.items()):
+            llm_calls.add_metric([source], count)
+        yield llm_calls
         yield from self._self_families(counters, closed_early)
         if catalog is not None:
             yield from catalog_families(catalog)

@@ -79,7 +79,7 @@ class MultiprocessMirror:
         self.agent_duration, self.agent_tool_calls = _metric(n.AGENT_DURATION), _metric(n.AGENT_TOOL_CALLS)
         self.agent_inference_calls = _metric(n.AGENT_INFERENCE_CALLS)
         self.redundant, self.spurious, self.over_budget = _metric(n.RUN_REDUNDANT), _metric(n.RUN_SPURIOUS), _metric(n.RUN_OVER_BUDGET)
-        self.loops = _metric(n.RUN_LOOPS)
+        self.loops, self.llm_calls = _metric(n.RUN_LOOPS), _metric(n.LLM_CALLS)
         self.unknown_tool_calls, self.unpriced_model_calls = _metric(n.CATALOG_UNKNOWN_TOOL_CALLS), _metric(n.CATALOG_UNPRICED_MODEL_CALLS)
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
@@ -138,6 +138,8 @@ class MultiprocessMirror:
         for tool in loops:
             self.loops.labels(*labels, tool).inc()
         self.over_budget.labels(*labels).inc(1 if e.over_budget else 0)
+        for source in e.llm_price_sources:
+            self.llm_calls.labels(source).inc()
 
     def count(self, name: str, n: int) -> None:
         counter = self.self_counters.get(name)

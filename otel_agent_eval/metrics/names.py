@@ -72,6 +72,10 @@ RUN_SPURIOUS = Spec("agent_eval_spurious_tool_calls", "counter", "Calls of tools
 RUN_LOOPS = Spec("agent_eval_tool_call_loops", "counter",
                  "Loops in agent runs: 3 or more consecutive calls of a tool with the same captured arguments.", (*_RUN, TOOL))
 RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN)
+# Bounded by construction: price_source is one of catalog, reported, genai_prices, unpriced (core.prices.PRICE_SOURCES).
+LLM_CALLS = Spec("agent_eval_llm_calls", "counter",
+                 "LLM calls in evaluated runs, by where their price came from: the catalog's models, a cost the span "
+                 "reported, genai-prices' table, or none (unpriced: not in the run's cost).", ("price_source",))
 # The GenAI semantic conventions' agent metrics (gen_ai.invoke_agent.*, with their bucket advice), for runs
 # rooted at an agent span; labelled by agent and task like the run metrics above.
 GENAI_AGENT_DURATION_BUCKETS = (*(0.1 * 2**i for i in range(13)), math.inf)  # 0.1 ... 409.6 s
@@ -98,7 +102,8 @@ EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficie
 CATALOG_UNKNOWN_TOOL_CALLS = Spec("agent_eval_catalog_unknown_tool_calls", "counter",
                                   "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,))
 CATALOG_UNPRICED_MODEL_CALLS = Spec("agent_eval_catalog_unpriced_model_calls", "counter",
-                                    "LLM calls of models the catalog's `models` does not price (not counted in run cost).",
+                                    "LLM calls of models no source prices: not in the catalog's `models`, no cost on the span, unknown to "
+                                    "genai-prices (not counted in run cost).",
                                     ("gen_ai_request_model",))
 
 CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
@@ -119,7 +124,7 @@ SELF_COUNTERS = {
     "internal_errors": "Exceptions caught inside the processor (see the log).",
     "labels_folded": f"Values counted under {OTHER!r}: names past the cardinality caps, label sets past the sample budget.",
     "runs_calls_dropped": "Calls not kept in a run because it exceeded max_calls_per_run (still scored).",
-    "unpriced_llm_calls": "LLM calls whose model the catalog's `models` does not price (not counted in run cost).",
+    "unpriced_llm_calls": "LLM calls no source prices: not in the catalog's `models`, no cost on the span, unknown to genai-prices (not counted in run cost).",
     "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
     "nested_tool_spans": "Tool spans around a call already scored on a child span of the same tool (an MCP tools/call span): counted once.",
     "late_tool_spans": "Tool spans that ended after their trace's root: scored and forwarded at once with its agent, in no run.",

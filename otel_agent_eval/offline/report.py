@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.catalog import Catalog, GateLevel, Thresholds
+from ..core.prices import CATALOG, GENAI_PRICES, PRICE_SOURCES, REPORTED, UNPRICED
 from ..core.recognize import ToolCallRecord
 from ..core.runs import AgentRun
 from ..core.scoring import ERROR, SUBOPTIMAL, CallScore
@@ -29,7 +30,7 @@ from ..metrics.window import SlidingQuantiles
 from .recorded import ReadStats
 
 __all__ = ["Coverage", "EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Report", "ReportBuilder", "RunCall", "RunSummary",
-           "ToolLatency", "ToolSummary", "printable"]
+           "ToolLatency", "ToolSummary", "llm_prices_note", "printable"]
 
 # C0 and C1 controls, line and paragraph separators, bidi marks, embeddings, overrides and isolates, lone surrogates
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -136,6 +137,8 @@ class RunSummary:
     calls: tuple[RunCall, ...]  # in the order they ended, at most MAX_RUN_CALLS
     calls_not_shown: int  # calls beyond MAX_RUN_CALLS and calls the run tracker dropped
     problems: tuple[str, ...]  # spurious, redundant, invalid calls; over budget
+    llm_cost_usd: float = 0.0
+    llm_priced_by: tuple[str, ...] = ()  # where its LLM calls' prices came from (catalog, reported, genai_prices, unpriced)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class GroupSummary:
     tools: tuple[ToolSummary, ...]
     wasted_per_run_usd: float | None = None  # money spent over the optimal tools in the runs, per run
     p95_s: float | None = None  # 95th percentile run duration (the latency sketch: within 0.5 %)
+    llm_cost_per_run_usd: float | None = None  # the LLM part of cost_per_run_usd
+    llm_priced_by: tuple[str, ...] = ()  # where the runs' LLM calls' prices came from, each source once
 
     @property
     def name(self) -> str:
@@ -224,6 +229,7 @@ class Report:
     worst_runs: tuple[RunSummary, ...] = ()  # lowest health first
     gate_levels: Mapping[str, GateLevel] = field(default_factory=dict)  # the catalog's `gates` for the environment
     coverage: Coverage = Coverage()
+    llm_calls_by_price_source: Mapping[str, int] = field(default_factory=dict)  # LLM calls of the runs, by price source
 
     @property
     def wasted_usd(self) -> float:
@@ -246,14 +252,33 @@ class Report:
             "efficiency_histogram": list(self.efficiency_histogram),
             "health_histogram": list(self.health_histogram),
             "tool_latency": [vars(t) for t in self.tool_latency],
-            "worst_runs": [{**vars(r), "calls": [vars(c) for c in r.calls], "problems": list(r.problems)} for r in self.worst_runs],
+            "worst_runs": [{**vars(r), "calls": [vars(c) for c in r.calls], "problems": list(r.problems),
+                            "llm_priced_by": list(r.llm_priced_by)} for r in self.worst_runs],
             "coverage": self.coverage.to_dict(),
+            "llm_prices": {"calls_by_source": dict(self.llm_calls_by_price_source)},
         }
+
+
+_SOURCE_WORDS = {CATALOG: "by the catalog's models", REPORTED: "by the cost the spans report", GENAI_PRICES: "by genai-prices"}
+
+
+def llm_prices_note(report: Report) -> str | None:
+    """Where the LLM calls' prices came from, in one sentence (the models nothing prices are in `coverage`);
+    None without LLM calls."""
+    by_source = report.llm_calls_by_price_source
+    if not by_source:
+        return None
+    priced = [f"{by_source[s]:,} {_SOURCE_WORDS[s]}" for s in PRICE_SOURCES if s != UNPRICED and by_source.get(s)]
+    note = "LLM calls priced: " + (", ".join(priced) if priced else "none")
+    if by_source.get(UNPRICED):
+        note += f"; {by_source[UNPRICED]:,} unpriced by every source, not in the runs' cost (their models: see Coverage)"
+    return note + "."
 
 
 def _group_dict(group: GroupSummary) -> dict[str, Any]:
     data = {k: v for k, v in vars(group).items() if k != "tools"}
     data["tools"] = [dict(vars(t)) for t in group.tools]
+    data["llm_priced_by"] = list(group.llm_priced_by)
     return data
 
 
@@ -270,11 +295,12 @@ class _ToolAcc:
 
 class _RunAcc:
     __slots__ = ("runs", "completed", "cost", "health", "correctness", "correctness_runs", "duration", "duration_runs", "early",
-                 "wasted", "durations")
+                 "wasted", "durations", "llm_cost", "llm_sources")
 
     def __init__(self) -> None:
         self.runs = self.completed = self.correctness_runs = self.duration_runs = self.early = 0
-        self.cost = self.health = self.correctness = self.duration = self.wasted = 0.0
+        self.cost = self.health = self.correctness = self.duration = self.wasted = self.llm_cost = 0.0
+        self.llm_sources: set[str] = set()
         self.durations = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all runs
 
 
@@ -312,7 +338,8 @@ def _run_summary(run: AgentRun, agent: str) -> RunSummary:
         completed=evaluation.completed, completion_reason=evaluation.completion_reason, status=run.status,
         closed_by=run.closed_by, cost_usd=evaluation.cost_usd, wasted_usd=math.fsum(s.static.excess_cost_usd for s in run.scores),
         duration_s=evaluation.duration_s, calls=calls,
-        calls_not_shown=max(0, len(run.scores) - MAX_RUN_CALLS) + run.calls_dropped, problems=tuple(problems))
+        calls_not_shown=max(0, len(run.scores) - MAX_RUN_CALLS) + run.calls_dropped, problems=tuple(problems),
+        llm_cost_usd=evaluation.llm_cost_usd, llm_priced_by=evaluation.llm_priced_by)
 
 
 class ReportBuilder:
@@ -334,6 +361,7 @@ class ReportBuilder:
         self._poor: dict[tuple[str, str, str], list[float]] = {}  # (task, tool, optimal tool) -> [calls, wasted]
         self._agent = AgentGroups()
         self._unpriced: Counter[str] = Counter()  # LLM calls per model the catalog cannot price, up to MAX_AGENTS models
+        self._llm_sources: Counter[str] = Counter()  # LLM calls by where their price came from
 
     def call(self, record: ToolCallRecord, score: CallScore) -> None:
         static = score.static
@@ -374,6 +402,10 @@ class ReportBuilder:
         acc.runs += 1
         acc.completed += evaluation.completed
         acc.cost += evaluation.cost_usd
+        acc.llm_cost += evaluation.llm_cost_usd
+        if evaluation.llm_price_sources:
+            acc.llm_sources.update(evaluation.llm_price_sources)
+            self._llm_sources.update(evaluation.llm_price_sources)
         acc.health += evaluation.health
         acc.early += run.closed_by != "end"
         acc.wasted += math.fsum(s.static.excess_cost_usd for s in run.scores)
@@ -428,7 +460,9 @@ class ReportBuilder:
                 duration_s=runs.duration / runs.duration_runs if runs.duration_runs else None,
                 runs_closed_early=runs.early, tools=tuple(tools),
                 wasted_per_run_usd=runs.wasted / runs.runs if runs.runs else None,
-                p95_s=runs.durations.quantiles((0.95,))[0] if runs.durations.count else None))
+                p95_s=runs.durations.quantiles((0.95,))[0] if runs.durations.count else None,
+                llm_cost_per_run_usd=runs.llm_cost / runs.runs if runs.runs else None,
+                llm_priced_by=tuple(s for s in PRICE_SOURCES if s in runs.llm_sources)))
         poor = sorted((PoorChoice(task, tool, optimal, int(n), usd) for (task, tool, optimal), (n, usd) in self._poor.items()),
                       key=lambda p: (-p.wasted_usd, -p.calls, p.task, p.tool))
         latency = []
@@ -449,5 +483,6 @@ class ReportBuilder:
                       thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs,
                       efficiency_histogram=tuple(self._efficiency_bins), health_histogram=tuple(self._health_bins),
                       tool_latency=tuple(latency), worst_runs=worst,
-                      gate_levels=dict(self.catalog.gates_for(self.environment)), coverage=coverage)
+                      gate_levels=dict(self.catalog.gates_for(self.environment)), coverage=coverage,
+                      llm_calls_by_price_source={s: self._llm_sources[s] for s in PRICE_SOURCES if self._llm_sources[s]})
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from ..offline.gate import GateResult
-from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary, printable
+from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary, llm_prices_note, printable
+from .score_table import priced_by
 
 __all__ = ["format_seconds", "format_usd", "render_html"]
 
@@ -390,9 +391,11 @@ def _groups_table(report: Report) -> str:
     rows = [[_e(g.agent or "(no agent)"), _e(g.task or "(unrouted)"), f"{g.runs:,}",
              "-" if g.completion is None else f"{100 * g.completion:.0f}%", _e(format_usd(g.cost_per_run_usd)),
              "-" if g.health is None else f"{g.health:.0f}", f"{g.calls:,}",
-             "-" if g.efficiency is None else f"{g.efficiency:.2f}", _e(format_usd(g.wasted_usd))] for g in report.groups]
-    return _table(["agent", "task", "runs", "completed", "cost/run", "health", "calls", "efficiency", "wasted"], rows,
-                  numeric=range(2, 9))
+             "-" if g.efficiency is None else f"{g.efficiency:.2f}", _e(format_usd(g.wasted_usd)),
+             _e(priced_by(g.llm_priced_by))] for g in report.groups]
+    note = llm_prices_note(report)
+    return _table(["agent", "task", "runs", "completed", "cost/run", "health", "calls", "efficiency", "wasted", "LLM priced by"],
+                  rows, numeric=range(2, 9)) + (f'<p class="meta">{_e(note)}</p>' if note else "")
 
 
 def _worst_runs(runs: Sequence[RunSummary]) -> str:

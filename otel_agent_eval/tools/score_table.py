@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
-from ..offline.report import Report, printable
+from ..offline.report import Report, llm_prices_note, printable
 
 __all__ = ["render_summary"]
 
@@ -32,10 +32,10 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
         verdicts[group.name] = ("FAIL" if any(c.level == "fail" and not c.passed for c in checks)
                                 else "warn" if any(not c.passed for c in checks) else "pass" if checks else "-")
     lines += _table(
-        ["agent", "task", "runs", "completed", "cost/run", "health", "calls", "efficiency", "wasted", "gate"],
-        [[g.agent or "-", g.task or "-", _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), _float(g.health, 0),
-          _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
-        right=range(2, 9))
+        ["agent", "task", "runs", "completed", "cost/run", "LLM priced by", "health", "calls", "efficiency", "wasted", "gate"],
+        [[g.agent or "-", g.task or "-", _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), priced_by(g.llm_priced_by),
+          _float(g.health, 0), _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
+        right=(2, 3, 4, 6, 7, 8, 9))
     tools = [t for g in report.groups for t in g.tools]
     if tools:
         lines += [""] + _table(
@@ -49,6 +49,9 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
         lines += _table(["task", "tool", "", "optimal tool", "calls", "wasted"],
                         [[p.task or "-", p.tool, "->", p.optimal_tool, _int(p.calls), _usd(p.wasted_usd)]
                          for p in report.poor_choices[:TOP_CHOICES]], right=(4, 5), indent="  ")
+    prices = llm_prices_note(report)
+    if prices:
+        lines += ["", prices]
     early = sum(g.runs_closed_early for g in report.groups)
     if early:
         lines += ["", f"{early:,} runs were closed without their root span (it was not in the input, or came too late)."]
@@ -58,6 +61,11 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
             lines.append(f"Draft what it lacks: {next_step}")
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
+
+
+def priced_by(sources: Sequence[str]) -> str:
+    """`reported`, `catalog+genai_prices`: the sources that priced a group's or run's LLM calls; `-` without any."""
+    return "+".join(sources) or "-"
 
 
 def _level(level: GateLevel) -> str:
