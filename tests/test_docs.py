@@ -122,11 +122,6 @@ def test_marked_block_runs(block: Block, tmp_path: Path):
         assert "Traceback" not in result.stderr, f"{block.where}: {result.stderr}"
 
 
-# Pages another branch of issue 26 is writing at the same time; the README links them already.
-# Remove a name here once its page has landed.
-WRITTEN_ELSEWHERE = {"docs/first-catalog.md"}
-
-
 def github_anchor(heading: str) -> str:
     """The id GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
@@ -147,8 +142,6 @@ def test_the_readme_links_only_to_files_and_headings_that_exist():
         if re.match(r"[a-z]+:", link):
             continue
         path, _, anchor = link.partition("#")
-        if path in WRITTEN_ELSEWHERE:
-            continue
         target = (ROOT / path) if path else readme
         if not target.exists() or (anchor and anchor not in headings(target)):
             broken.append(link)
