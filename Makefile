@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-latest lock bench clean prometheus-check
+.PHONY: demo test test-latest lock bench docs clean prometheus-check
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-agent-eval demo
@@ -38,6 +38,10 @@ PROMETHEUS_HINT := make test needs promtool and prometheus: sudo apt-get install
 prometheus-check:
 	@$(if $(and $(shell command -v promtool),$(shell command -v prometheus)),:,$(error $(PROMETHEUS_HINT)))
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or anchor.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: $(VENV)/.installed
 	$(BIN)/python -m otel_agent_eval.bench
 
@@ -52,4 +56,4 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(LATEST) build *.egg-info
+	rm -rf $(VENV) $(LATEST) build site *.egg-info

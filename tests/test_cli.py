@@ -98,7 +98,7 @@ def test_version_prints_the_installed_version_and_exits_0(capsys):
     assert (run.returncode, run.stdout, run.stderr) == (0, f"otel-agent-eval {version('otel-agent-eval')}\n", "")
 
 
-def test_the_instrument_extra_brings_opentelemetry_instrument_and_the_readme_names_it():
+def test_the_instrument_extra_brings_opentelemetry_instrument_and_the_docs_name_it():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     from packaging.requirements import Requirement
 
@@ -108,6 +108,8 @@ def test_the_instrument_extra_brings_opentelemetry_instrument_and_the_readme_nam
         f"the installed opentelemetry-distro {version('opentelemetry-distro')} does not satisfy {distro}"
     assert "opentelemetry-distro" in {Requirement(r).name for r in extras["test"]}, "the zero-code test needs it too"
     assert [e for e in entry_points(group="console_scripts") if e.name == "opentelemetry-instrument"]
-    readme = (ROOT / "README.md").read_text()
-    zero_code = re.search(r"^### Zero code, under `opentelemetry-instrument`\n(.*?)^#", readme, re.S | re.M).group(1)
-    assert "pip install 'otel-agent-eval[instrument]'" in zero_code
+    for page, heading in (("README.md", "###"), ("docs/getting-started.md", "##")):
+        text = (ROOT / page).read_text()
+        zero_code = re.search(rf"^{heading} (?:\d\. )?Zero code, under `opentelemetry-instrument`\n(.*?)(?=^#|\Z)", text, re.S | re.M)
+        assert zero_code, f"{page} has no zero-code section"
+        assert "pip install 'otel-agent-eval[instrument]'" in zero_code.group(1), page

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from otel_agent_eval import AgentEvalSpanProcessor, CatalogError, install
 from otel_agent_eval.config.settings import ENV_VARS, Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def test_settings_from_env_parse_and_fall_back(caplog):
@@ -29,10 +29,10 @@ def test_settings_from_env_parse_and_fall_back(caplog):
     assert Settings.from_env({"OTEL_AGENT_EVAL_METRICS_PORT": "70000"}).metrics_port == 9464
 
 
-def test_every_env_var_is_in_the_readme_table():
-    text = README.read_text()
+def test_every_env_var_is_in_the_configuration_table():
+    text = CONFIGURATION.read_text()
     for var in ENV_VARS:
-        assert re.search(rf"\|\s*`{var.name}`\s*\|", text), f"{var.name} missing from the README table"
+        assert re.search(rf"\|\s*`{var.name}`\s*\|", text), f"{var.name} missing from the table of docs/configuration.md"
 
 
 def test_install_uses_env_catalog_profile_and_environment(tmp_path, monkeypatch):

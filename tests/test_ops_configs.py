@@ -552,10 +552,10 @@ def test_make_test_stops_with_one_line_when_prometheus_is_missing(tmp_path):
     ready = make_test("promtool", "prometheus")
     assert ready.returncode == 0, ready.stderr
     assert "-m pytest" in ready.stdout
-    readme = (ROOT / "README.md").read_text()
-    for section in ("## Quickstart", "## Development"):
-        text = readme.split(section + "\n", 1)[1].split("\n## ", 1)[0]
-        assert "make test" in text and "prometheus" in text and "promtool" in text, f"README {section} does not say what make test needs"
+    for page, section in (("README.md", "## Quickstart"), ("docs/getting-started.md", "## Quickstart"),
+                          ("docs/development.md", "# Development")):
+        text = (ROOT / page).read_text().split(section + "\n", 1)[1].split("\n## ", 1)[0]
+        assert "make test" in text and "prometheus" in text and "promtool" in text, f"{page} {section} does not say what make test needs"
 
 
 def test_the_kit_names_only_python_names_and_settings_that_exist():

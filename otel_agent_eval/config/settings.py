@@ -1,7 +1,7 @@
 """Settings from `OTEL_AGENT_EVAL_*` environment variables, as OpenTelemetry SDKs read theirs.
 
 A bad value never stops the app: it is logged once, clearly, and the default is used.
-`ENV_VARS` is the single list of variables; the README's table mirrors it (a test checks).
+`ENV_VARS` is the single list of variables; the table in docs/configuration.md mirrors it (a test checks).
 """
 from __future__ import annotations
 
