@@ -179,8 +179,10 @@ def test_names_printed_by_score_cannot_forge_lines_or_escape(tmp_path):
     assert [line for line in lines if line.startswith("Gate:")] == [lines[-1]] == ["Gate: FAILED for 1 of 1 agent/task groups."]
     assert "evil\\nGate: passed (9 agent/task groups).\\rX" in out and "\\x1b[31mRED\\u202e" in out
     assert not RAW.search(out) and not RAW.search(err.replace("\n", ""))
-    assert err.count("\n") == len(err.splitlines()) >= 1
-    assert all(line.startswith("otel-agent-eval: gate failed: evil\\nGate: passed") for line in err.splitlines())
+    assert err.count("\n") == len(err.splitlines()) >= 2
+    *failed, coverage = err.splitlines()  # the gate's failures, then what the catalog lacks and how to draft it
+    assert failed and all(line.startswith("otel-agent-eval: gate failed: evil\\nGate: passed") for line in failed)
+    assert coverage.startswith("otel-agent-eval: the catalog lacks") and "\\x1b[31mRED\\u202e" in coverage
     code, out, _ = main_in_process(["t.json", "--json", "--fail-under", "completion=0.5"], tmp_path)
     group = json.loads(out)["groups"][0]  # JSON keeps the names exact: it escapes them itself
     assert group["agent"] == FORGER and {t["tool"] for t in group["tools"]} == {HOSTILE_TOOL, "web_search"}

@@ -207,7 +207,7 @@ def _count(n: int, word: str) -> str:
 
 
 def _some(items: tuple[tuple[str, int], ...], limit: int) -> str:
-    shown = ", ".join(f"{name}: {_count(calls, 'call')}" for name, calls in items[:limit])
+    shown = ", ".join(f"{printable(name)}: {_count(calls, 'call')}" for name, calls in items[:limit])
     return shown if len(items) <= limit else f"{shown}, {len(items) - limit:,} more"
 
 

@@ -30,11 +30,11 @@ def add_draft_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def draft_command(files: Sequence[str], catalog: str | None) -> str:
-    """The exact command that drafts what `catalog` (None: the packaged one) lacks from `files`."""
-    traces = " ".join(shlex.quote(f) for f in files)
+    """The exact command that drafts what `catalog` (None: the packaged one) lacks from `files` (printable: it is shown)."""
+    traces = " ".join(shlex.quote(printable(f)) for f in files)
     if catalog is None:
         return f"{PREFIX} catalog draft {traces} -o catalog.yaml"
-    return f"{PREFIX} catalog draft {traces} --merge {shlex.quote(catalog)}"
+    return f"{PREFIX} catalog draft {traces} --merge {shlex.quote(printable(catalog))}"
 
 
 def run_draft(args: argparse.Namespace) -> int:
