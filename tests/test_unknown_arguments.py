@@ -106,9 +106,10 @@ def test_the_forwarded_tool_span_says_its_arguments_were_not_captured():
 def test_a_catalogs_own_ignore_tools_decides_which_calls_are_scored(tmp_path):
     """The catalog's list replaces the default: `think` is ignored, `final_answer` scored (as an unknown tool)."""
     packaged = _packaged_text()
-    assert "ignore_tools: [final_answer]" in packaged
+    default = "ignore_tools: [final_answer, final_output, Delegate work to coworker, Ask question to coworker]"
+    assert default in packaged
     path = tmp_path / "catalog.yaml"
-    path.write_text(packaged.replace("ignore_tools: [final_answer]", "ignore_tools: [think]"))
+    path.write_text(packaged.replace(default, "ignore_tools: [think]"))
     registry = CollectorRegistry()
     processor = AgentEvalSpanProcessor(str(path), registry=registry, background=False)
     provider = TracerProvider()
