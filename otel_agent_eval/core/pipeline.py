@@ -33,7 +33,8 @@ from . import conventions as c
 from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
 from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
-                        call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts)
+                        call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts,
+                        workflow_agent_of)
 from .redact import Redactor
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
@@ -319,6 +320,9 @@ class Pipeline:
                 self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns), facts.parent_id)
         else:
             self.runs.llm_inside(facts.trace_id, facts.span_id, facts.parent_id)
+            workflow_agent = workflow_agent_of(attrs, span.name)
+            if workflow_agent is not None:
+                self.runs.workflow_agent(facts.trace_id, workflow_agent)
         return self._close_runs(span, attrs, facts, [span])
 
     def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts,

@@ -135,7 +135,7 @@ class _OpenRun:
 
 class _OpenTrace:
     __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents", "llm_parents",
-                 "failed_children")
+                 "failed_children", "workflow_agent")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
@@ -148,6 +148,7 @@ class _OpenTrace:
         self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
         self.llm_parents: set[int] = set()  # spans holding a model call counted with its tokens: not counted again
         self.failed_children: dict[int, str] = {}  # span id -> error type of a child span that ended with status ERROR
+        self.workflow_agent: str | None = None  # the agent a workflow step named last (llama-index), outside agent spans
 
     def innermost(self) -> _OpenRun:
         if self.agents:
@@ -190,12 +191,24 @@ class RunTracker:
             self._agent_spans[span_id] = trace_id
 
     def agent_of(self, trace_id: int) -> str | None:
-        """The innermost open agent of the trace (lock-free read)."""
+        """The innermost open agent of the trace, else the agent its workflow named last (lock-free read)."""
         trace = self._traces.get(trace_id)
+        if trace is None:
+            return None
         try:
-            return trace.agents[-1].agent if trace is not None and trace.agents else None
+            return trace.agents[-1].agent if trace.agents else trace.workflow_agent
         except IndexError:  # emptied by another thread meanwhile
             return None
+
+    def workflow_agent(self, trace_id: int, name: str) -> None:
+        """A workflow step named the agent it runs (llama-index's `setup_agent`): the calls after it outside any agent
+        span are that agent's, and the trace's run is named after the first such agent."""
+        with self._lock:
+            trace = self._trace(trace_id)
+            trace.workflow_agent = name
+            loose = trace.innermost() if not trace.agents else None
+            if loose is not None and loose.agent is None:
+                loose.agent = name
 
     def late(self, trace_id: int, start_ns: int | None) -> tuple[int, int, str | None] | None:
         """For a call that started inside a root that has ended (its trace no longer open): (root start, root end,
