@@ -15,6 +15,14 @@ autogen-core needs `protobuf~=5.29` (the OTLP exporters here need 7).
         autogen-ext==0.7.5 opentelemetry-sdk
     cd tests && /tmp/venv-autogen/bin/python record_frameworks.py autogen > recorded_autogen.py
 
+    python -m venv /tmp/venv-crewai && /tmp/venv-crewai/bin/pip install crewai==1.15.30 \
+        openinference-instrumentation-crewai==1.1.21 opentelemetry-sdk
+    cd tests && /tmp/venv-crewai/bin/python record_frameworks.py crewai > recorded_crewai.py
+
+crewai: every 1.x release pins `aiosqlite~=0.21` (0.22 is locked here) and the 0.x ones `openai<1`; pip
+took 5 minutes to find no crewai beside the test dependencies. Its run (`crewai_run`) has its own script
+(CREW_RUN) and turns off CrewAI's telemetry and tracing to its servers (offline).
+
 Each framework runs in its DEFAULT telemetry settings (no environment variables set), offline: its
 real OpenAI-compatible model class, whose OpenAI client is served canned chat completions by an
 ``httpx.MockTransport``. The agent is named support_agent, is asked QUESTION, calls ``local_index``
@@ -250,16 +258,81 @@ def google_adk_run() -> None:
     assert len(REQUESTS) == len(RUN) + 1
 
 
+# CrewAI: a crew of two agents; the first calls local_index, then web_search (it raises), then delegates
+# to the second, which calls local_index; both answer ANSWER.
+CREW_ROLES = ("Researcher", "Writer")
+CREW_RUN = (  # (agent role, tool, arguments) in call order; web_search raises WEB_SEARCH_ERROR
+    ("Researcher", "local_index", FIRST_ARGUMENTS), ("Researcher", "web_search", SECOND_ARGUMENTS),
+    ("Researcher", "Delegate work to coworker",
+     {"task": "Check the shipping policy", "context": "A customer asks about returns", "coworker": "Writer"}),
+    ("Writer", "local_index", {"query": "shipping"}),
+)
+WEB_SEARCH_ERROR = "search backend unreachable"
+
+
+def crewai_run() -> None:
+    """A sequential `Crew` over crewai's own `BaseLLM` extension point: each agent's scripted model answers
+    crewai's native tool calling (the path its `@tool` tools take, traced as `<tool>.run` TOOL spans) with
+    OpenAI-style tool calls, then a final answer. No LiteLLM, no HTTP. Telemetry and tracing to CrewAI's
+    servers are off (offline), OpenInference's CrewAIInstrumentor is on in its default settings."""
+    from crewai import Agent, Crew, Process, Task
+    from crewai.llms.base_llm import BaseLLM
+    from crewai.tools import tool
+    from openinference.instrumentation.crewai import CrewAIInstrumentor
+    from opentelemetry import trace
+
+    class ScriptedLLM(BaseLLM):
+        replies: list[Any] = []
+
+        def call(self, messages, tools=None, callbacks=None, available_functions=None, from_task=None, from_agent=None,
+                 response_model=None) -> Any:
+            return self.replies.pop(0)
+
+        def supports_function_calling(self) -> bool:
+            return True
+
+        def get_context_window_size(self) -> int:
+            return 8_192
+
+    @tool("local_index")
+    def local_index(query: str) -> str:
+        """Search the local knowledge base."""
+        return LOCAL_INDEX_RESULT
+
+    @tool("web_search")
+    def web_search(query: str) -> str:
+        """Search the web."""
+        raise ConnectionError(WEB_SEARCH_ERROR)
+
+    def script(role: str) -> list[Any]:
+        calls = [[{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]
+                 for n, (who, name, arguments) in enumerate(CREW_RUN, 1) if who == role]
+        return [*calls, ANSWER]
+
+    CrewAIInstrumentor().instrument(tracer_provider=trace.get_tracer_provider())
+    researcher_llm, writer_llm = ScriptedLLM(model=MODEL, replies=script("Researcher")), ScriptedLLM(model=MODEL, replies=script("Writer"))
+    researcher = Agent(role="Researcher", goal="Answer policy questions", backstory="Support desk", llm=researcher_llm,
+                       tools=[local_index, web_search], allow_delegation=True, max_iter=6)
+    writer = Agent(role="Writer", goal="Check policies", backstory="Support desk", llm=writer_llm, tools=[local_index],
+                   allow_delegation=False, max_iter=4)
+    crew = Crew(agents=[researcher, writer], tasks=[Task(description=QUESTION, expected_output="The policy", agent=researcher)],
+                process=Process.sequential)
+    result = crew.kickoff()
+    assert str(result).strip() == ANSWER, result
+    assert researcher_llm.replies == [] and writer_llm.replies == [], (researcher_llm.replies, writer_llm.replies)
+
+
 RUNS = {"strands": strands_run, "semantic_kernel": semantic_kernel_run, "autogen": autogen_run,
-        "google_adk": google_adk_run}
+        "google_adk": google_adk_run, "crewai": crewai_run}
 PACKAGES = {"strands": "strands-agents", "semantic_kernel": "semantic-kernel", "autogen": "autogen-agentchat",
-            "google_adk": "google-adk"}
+            "google_adk": "google-adk", "crewai": "crewai"}
 # Recorded variants: the default (no environment variable set) and, where a framework writes its model and
 # agent spans only when asked, that setting too (still without sensitive content).
 VARIANTS: dict[str, dict[str, dict[str, str]]] = {
     "strands": {"SPANS": {}},
     "semantic_kernel": {"SPANS": {}, "SPANS_WITH_DIAGNOSTICS": {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"}},
     "autogen": {"SPANS": {}},
+    "crewai": {"SPANS": {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false"}},  # offline
     "google_adk": {"SPANS": {}, "SPANS_LEGACY": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1"},
                    "SPANS_LEGACY_NO_CONTENT": {"ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN": "1",
                                                "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS": "false"}},

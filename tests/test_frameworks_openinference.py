@@ -20,9 +20,10 @@ from otel_agent_eval.core.recognize import agent_name_of, attribute_dict, llm_ca
 from otel_agent_eval.offline.testing import capture_runs
 
 CALLS = [(s.tool, s.arguments) for s in oi.RUN]
-# smolagents names its agent span after the agent; llama-index records no agent name at all, only
-# its workflow class in the root span's name (`FunctionAgent.run`).
-LABELS = {"smolagents": instrumented.AGENT_NAME, "llama_index": "FunctionAgent"}
+# smolagents names its agent span after the agent; llama-index's `FunctionAgent(name="support_agent")` only
+# in its workflow events (`current_agent_name=` in each `BaseWorkflowAgent.setup_agent` step's input), the
+# workflow class in the root span's name (`FunctionAgent.run`) being the fallback.
+LABELS = {"smolagents": instrumented.AGENT_NAME, "llama_index": instrumented.AGENT_NAME}
 MODEL_CALLS = 4  # three tool calls and the answer
 
 
@@ -83,10 +84,8 @@ def test_no_false_argument_failure_redundancy_or_unknown_tool(captured):
     assert e.completed and e.argument_validity == 1.0 and e.invalid_calls == ()
     assert e.redundant_calls == () and e.arguments_not_captured == ()
     assert e.unpriced_models == ()
-    if source == "smolagents":  # routed by its agent name to the faq task, where web_search is not expected
-        assert run.task == "faq" and e.spurious_calls == ("web_search",)
-    else:
-        assert e.spurious_calls == ()
+    # both routed by their agent name to the faq task, where web_search is not expected
+    assert run.task == "faq" and e.spurious_calls == ("web_search",), source
 
 
 def test_no_self_errors(captured):
@@ -123,3 +122,17 @@ def test_the_openinference_names_read_here_are_openinferences():
     assert (c.OI_LLM_TOKEN_COUNT_TOTAL, c.OI_LLM_PROMPTS) == (SpanAttributes.LLM_TOKEN_COUNT_TOTAL, SpanAttributes.LLM_PROMPTS)
     assert c.OI_FIRST_INPUT_MESSAGE_ROLE == f"{SpanAttributes.LLM_INPUT_MESSAGES}.0.{MessageAttributes.MESSAGE_ROLE}"
     assert c.OI_FIRST_OUTPUT_MESSAGE_ROLE == f"{SpanAttributes.LLM_OUTPUT_MESSAGES}.0.{MessageAttributes.MESSAGE_ROLE}"
+
+
+def test_score_labels_the_recorded_run_as_live(captured, tmp_path):
+    """The file route (`score`) names the agent as the live processor does: llama-index's from its workflow events."""
+    from test_score import collector_lines, write  # noqa: PLC0415
+
+    from otel_agent_eval.offline.score import score_traces  # noqa: PLC0415
+
+    source, spans, (run,), scored, *_ = captured
+    calls, runs = [], []
+    score_traces(write(tmp_path / "run.jsonl", collector_lines(list(spans))), on_run=runs.append,
+                 on_call=lambda record, score: calls.append((record.name, record.agent)))
+    assert calls == [(record.name, record.agent) for record, _ in scored]
+    assert [(r.agent, len(r.tool_calls)) for r in runs] == [(LABELS[source], len(CALLS))] == [(run.agent, len(run.tool_calls))]

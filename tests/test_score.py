@@ -578,7 +578,8 @@ def test_cli_gate_exit_codes_and_one_line_per_failing_gate(app, tmp_path):
     (["traces.json", "--environment", "moon"], "unknown environment 'moon'"),
     (["traces.json", "--fail-under", "speed=2"], "--fail-under 'speed=2': expected METRIC=VALUE"),
     (["traces.json", "--junit", "no/such/dir/out.xml"], "--junit no/such/dir/out.xml: the directory no/such/dir does not exist"),
-    (["plain.json"], "no tool calls or agent runs in 1 spans"),
+    (["plain.json"], "no tool calls or agent runs in 1 spans: none follows the GenAI, OpenInference or OpenLLMetry "
+                       "conventions or the Vercel AI SDK's ai.* spans"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(app, tmp_path, args, message):
     write(tmp_path / "traces.json", collector_lines(app.spans()[:30]))

@@ -115,6 +115,10 @@ TL_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read_input_tokens"  # Ope
 # Span names that carry an agent's or workflow's name with a fixed suffix: smolagents names its
 # AGENT span `<agent name>.run`, llama-index its workflow root `<Workflow class>.run`.
 AGENT_SPAN_NAME_SUFFIXES = (".run",)
+# llama-index's agent workflows (FunctionAgent, ReActAgent, AgentWorkflow) name the agent nowhere but in their
+# events: each step span `<Workflow>.setup_agent` (an OpenInference CHAIN) holds `current_agent_name='<name>'`
+# in the repr of its input event
+LLAMA_INDEX_SETUP_AGENT_SUFFIX = ".setup_agent"
 
 # Names of the conventions, as reported on a ToolCallRecord.
 GENAI = "gen_ai"

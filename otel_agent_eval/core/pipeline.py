@@ -34,7 +34,8 @@ from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enr
                      evaluation_event_attributes, redacted, run_evaluations)
 from .prices import provider_of, reported_cost
 from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
-                        call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts)
+                        call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts,
+                        workflow_agent_of)
 from .redact import Redactor
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
@@ -224,7 +225,8 @@ class Pipeline:
             if facts is None:
                 facts = span_facts(span)
             if facts.parent_id is not None and span.status.status_code is _ERROR:
-                self.runs.child_failed(facts.trace_id, facts.parent_id, call_error(span, attrs)[0] or UNKNOWN_ERROR_TYPE)
+                self.runs.child_failed(facts.trace_id, facts.parent_id, call_error(span, attrs)[0] or UNKNOWN_ERROR_TYPE,
+                                       facts.start_ns)
             state = self.state
             convention = convention_of(attrs, state.custom, state.catalog.ignore_tools)
             if convention is not None:
@@ -313,11 +315,16 @@ class Pipeline:
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts) -> list[ReadableSpan]:
         llm = llm_call_of(attrs)
         if llm is not None:
-            self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns,
-                                                           provider=provider_of(attrs), reported_cost_usd=reported_cost(attrs)),
-                              facts.parent_id)
+            if facts.trace_id in self.runs.recent_roots and self.runs.late(facts.trace_id, facts.start_ns) is not None:
+                self.sink.count("late_llm_spans")  # its run was evaluated when the root ended: in none
+            else:
+                self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns, provider=provider_of(attrs),
+                                                               reported_cost_usd=reported_cost(attrs)), facts.parent_id)
         else:
             self.runs.llm_inside(facts.trace_id, facts.span_id, facts.parent_id)
+            workflow_agent = workflow_agent_of(attrs, span.name)
+            if workflow_agent is not None:
+                self.runs.workflow_agent(facts.trace_id, workflow_agent)
         return self._close_runs(span, attrs, facts, [span])
 
     def _close_runs(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts,

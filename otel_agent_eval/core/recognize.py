@@ -485,6 +485,28 @@ def agent_at_start(attrs: Mapping[str, Any], span_name: Any, typed: bool) -> str
     return None
 
 
+_CURRENT_AGENT_NAME = re.compile(r"current_agent_name='([^'\\]{1,%d})'" % MAX_DERIVED_NAME_CHARS)
+
+
+def workflow_agent_of(attrs: Mapping[str, Any], span_name: Any) -> str | None:
+    """The agent a llama-index agent workflow step is running, or None: its `<Workflow>.setup_agent` CHAIN span holds
+    `current_agent_name='support_agent'` in its input event (`FunctionAgent(name="support_agent")`); the workflow
+    class in the root's name (`FunctionAgent.run`) is only the fallback label.
+
+        >>> workflow_agent_of({"openinference.span.kind": "CHAIN", "input.value": "AgentInput(input=[], "
+        ...                    "current_agent_name='support_agent')"}, "BaseWorkflowAgent.setup_agent")
+        'support_agent'
+    """
+    if type(span_name) is not str or not span_name.endswith(c.LLAMA_INDEX_SETUP_AGENT_SUFFIX):
+        return None
+    value = attrs.get(c.OI_INPUT_VALUE)
+    if attrs.get(c.OPENINFERENCE_SPAN_KIND) != c.OI_KIND_CHAIN or type(value) is not str:
+        return None
+    found = _CURRENT_AGENT_NAME.search(value)
+    name = found.group(1) if found else None
+    return name if name is not None and _NAME_LIKE.match(name) else None
+
+
 def name_from_span_name(span_name: Any, *, suffixed: bool = False) -> str | None:
     """An agent's (or workflow's) name read from a span name, or None when it reads as free text.
 

@@ -12,7 +12,9 @@ Memory is bounded: at most `max_open_traces` traces (oldest closed early), at mo
 ends close `ttl_s` after their last span (checked as new traces open and by `expire()`, which
 the adapters call periodically). Every early close is counted by reason. A call that ends after
 its trace's root did (inside the root's time) is *late*: `late()` gives the agent of that root's
-run, remembered for the last `RECENT_TRACES` traces, and the call joins no run.
+run, remembered for the last `RECENT_TRACES` traces (also a root that ended before any call of its
+trace), and the call joins no run. A child *recorded* to end just after its root (a clock that cuts
+start times to the millisecond) is put back before it by the replay order (`offline.score`).
 """
 from __future__ import annotations
 
@@ -140,7 +142,7 @@ class _OpenRun:
 
 class _OpenTrace:
     __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents", "llm_parents",
-                 "failed_children")
+                 "failed_children", "workflow_agent")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
@@ -153,6 +155,7 @@ class _OpenTrace:
         self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
         self.llm_parents: set[int] = set()  # spans holding a model call counted with its tokens: not counted again
         self.failed_children: dict[int, str] = {}  # span id -> error type of a child span that ended with status ERROR
+        self.workflow_agent: str | None = None  # the agent a workflow step named last (llama-index), outside agent spans
 
     def innermost(self) -> _OpenRun:
         if self.agents:
@@ -195,12 +198,24 @@ class RunTracker:
             self._agent_spans[span_id] = trace_id
 
     def agent_of(self, trace_id: int) -> str | None:
-        """The innermost open agent of the trace (lock-free read)."""
+        """The innermost open agent of the trace, else the agent its workflow named last (lock-free read)."""
         trace = self._traces.get(trace_id)
+        if trace is None:
+            return None
         try:
-            return trace.agents[-1].agent if trace is not None and trace.agents else None
+            return trace.agents[-1].agent if trace.agents else trace.workflow_agent
         except IndexError:  # emptied by another thread meanwhile
             return None
+
+    def workflow_agent(self, trace_id: int, name: str) -> None:
+        """A workflow step named the agent it runs (llama-index's `setup_agent`): the calls after it outside any agent
+        span are that agent's, and the trace's run is named after the first such agent."""
+        with self._lock:
+            trace = self._trace(trace_id)
+            trace.workflow_agent = name
+            loose = trace.innermost() if not trace.agents else None
+            if loose is not None and loose.agent is None:
+                loose.agent = name
 
     def late(self, trace_id: int, start_ns: int | None) -> tuple[int, int, str | None] | None:
         """For a call that started inside a root that has ended (its trace no longer open): (root start, root end,
@@ -222,11 +237,10 @@ class RunTracker:
             self._note_parent(trace, run, record)
 
     def add_llm(self, trace_id: int, call: LLMCall, parent_id: int | None = None) -> bool:
-        """Count a model call in its run; False when it is no new call: it ended after its root, or its span holds a
-        model call already counted with tokens (one call on nested spans: google-adk `call_llm` > `generate_content` >
-        `openai.chat`; the usage is counted once, at the innermost span that reports it)."""
-        if trace_id in self.recent_roots and self.late(trace_id, call.start_ns) is not None:
-            return False  # ended after its root: that run was evaluated, and a new one would hold it for the TTL
+        """Count a model call in its run; False when it is no new call: its span holds a model call already counted
+        with tokens (one call on nested spans: google-adk `call_llm` > `generate_content` > `openai.chat`; the usage
+        is counted once, at the innermost span that reports it). A call that ended after its root (`late`) is the
+        caller's: that run was evaluated, and a new one would hold it for the TTL."""
         with self._lock:
             trace = self._trace(trace_id)
             if call.span_id in trace.llm_parents:
@@ -254,10 +268,10 @@ class RunTracker:
             if parent_id is not None:
                 trace.llm_parents.add(parent_id)
 
-    def child_failed(self, trace_id: int, parent_id: int, error_type: str) -> None:
+    def child_failed(self, trace_id: int, parent_id: int, error_type: str, start_ns: int | None) -> None:
         """A span ended with status ERROR under span `parent_id`: a tool span left UNSET above it failed (`child_error`)."""
-        if trace_id in self.recent_roots and trace_id not in self._traces:
-            return  # its trace's root has ended: no tool span of it is still to come in a run
+        if trace_id in self.recent_roots and self.late(trace_id, start_ns) is not None:
+            return  # it started inside a root that has ended: no tool span above it is still to come in a run
         with self._lock:
             trace = self._trace(trace_id)
             if len(trace.failed_children) < self._max_calls:
@@ -294,7 +308,12 @@ class RunTracker:
     def span_ended(self, span: ReadableSpan, facts: SpanFacts, agent_at_end: str | None) -> list[ClosedRun]:
         """Close the runs this span's end completes: its agent run, and its trace's if it is the local root."""
         trace_id, span_id, is_root = facts.trace_id, facts.span_id, facts.is_root
-        if trace_id not in self._traces or (span_id not in self._agent_spans and agent_at_end is None and not is_root):
+        if trace_id not in self._traces:
+            if is_root:  # no call of its trace has ended yet: one that ends after it is late, not a run of its own
+                with self._lock:
+                    self._remember(trace_id, facts, agent_at_end)
+            return []
+        if span_id not in self._agent_spans and agent_at_end is None and not is_root:
             return []
         closed: list[ClosedRun] = []
         with self._lock:

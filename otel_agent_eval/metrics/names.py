@@ -128,6 +128,7 @@ SELF_COUNTERS = {
     "deferred_calls_released": "Tool spans held until their agent was known, then scored.",
     "nested_tool_spans": "Tool spans around a call already scored on a child span of the same tool (an MCP tools/call span): counted once.",
     "late_tool_spans": "Tool spans that ended after their trace's root: scored and forwarded at once with its agent, in no run.",
+    "late_llm_spans": "Model-call spans that ended after their trace's root: in no run, their tokens in no run's cost.",
     "catalog_reloads": "Catalogs swapped in by a reload.",
     "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
 }

@@ -34,11 +34,13 @@ from ..otel.wiring import build_pipeline
 from .recorded import FileProblem, PathArg, ReadStats, RecordedSpans
 from .report import Report, ReportBuilder
 
-__all__ = ["DEFAULT_REORDER_SPANS", "RecordedClock", "agent_start_reader", "in_replay_order", "score_traces", "without_duplicates"]
+__all__ = ["CLOCK_SKEW_NS", "DEFAULT_REORDER_SPANS", "RecordedClock", "agent_start_reader", "in_replay_order", "score_traces", "without_duplicates"]
 
 DEFAULT_REORDER_SPANS = 10_000
 DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
 _END, _START = 0, 1  # at the same instant, spans end before others start
+CLOCK_SKEW_NS = 1_000_000  # how much later than its parent a child may be recorded to end (millisecond start times)
+_Event = tuple[int, int, int, int, ReadableSpan, str | None]  # (time, _END/_START, other time, file order, span, agent)
 
 
 def score_traces(
@@ -103,26 +105,69 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     started later (a child) ends first; of agents starting together, the one that ends later
     (the parent) starts first; of spans that started and ended together (a coarse clock, or
     times cut to microseconds by `ReadableSpan.to_json`), a span starts after its parent and
-    ends before it. `window=0` keeps file order (and replays no starts).
+    ends before it. A span also ends after its children recorded to end up to `CLOCK_SKEW_NS`
+    after it: a child ends before its parent in the app, but a clock that cuts start times to
+    the millisecond (the OTel JS SDK's, under the Vercel AI SDK) can write it ending just after.
+    `window=0` keeps file order (and replays no starts).
     """
     if window <= 0:
         yield from ((span, None) for span in spans)
         return
-    heap: list[tuple[int, int, int, int, ReadableSpan, str | None]] = []
+    heap: list[_Event] = []
     push, pop = heapq.heappush, heapq.heappop
+    # (trace id, span id) -> (end, -start) of its children whose end is still to replay: a span ending
+    # within CLOCK_SKEW_NS before one of them is put back after it
+    waiting: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def wait(span: ReadableSpan, key: tuple[int, int]) -> None:
+        parent = span.parent
+        if parent is not None:
+            waiting.setdefault((span.context.trace_id, parent.span_id), []).append(key)
+
+    def done(span: ReadableSpan, key: tuple[int, int]) -> None:
+        parent = span.parent
+        if parent is not None:
+            siblings = waiting.get(below := (span.context.trace_id, parent.span_id))
+            if siblings is not None:
+                siblings.remove(key)
+                if not siblings:
+                    del waiting[below]
+
+    def put_back(event: _Event) -> bool:
+        """Whether a span's end waits for a child recorded to end up to CLOCK_SKEW_NS later (then it is pushed
+        back to end together with that child, and `_nested_order` ends the child first)."""
+        time, _, other, seq, span, _ = event
+        children = waiting.get((span.context.trace_id, span.context.span_id))
+        if not children:
+            return False
+        last = max((key for key in children if key[0] <= time + CLOCK_SKEW_NS), default=None)
+        if last is None or last <= (time, other):
+            return False
+        done(span, (time, other))
+        wait(span, last)
+        push(heap, (last[0], _END, last[1], seq, span, None))
+        return True
 
     def first() -> Iterator[tuple[ReadableSpan, str | None]]:
-        time, kind, other, _, span, agent = pop(heap)
-        tied = [(span, agent)]  # and the events held of spans that started and ended at the same instants
-        while heap and heap[0][0] == time and heap[0][1] == kind and heap[0][2] == other:
-            tied.append(pop(heap)[4:])
-        yield from _nested_order(tied, parents_first=kind == _START) if len(tied) > 1 else tied
+        event = pop(heap)
+        tied = [event]  # and the events held of spans that started and ended at the same instants
+        while heap and heap[0][0] == event[0] and heap[0][1] == event[1] and heap[0][2] == event[2]:
+            tied.append(pop(heap))
+        if len(tied) > 1:
+            tied = _nested_order(tied, parents_first=event[1] == _START)
+        for event in tied:
+            if event[1] == _END:
+                if waiting and put_back(event):
+                    continue
+                done(event[4], (event[0], event[2]))
+            yield event[4], event[5]
 
     for seq, span in enumerate(spans):
         end, start = span.end_time, span.start_time
         end = end if type(end) is int else 0
         start = start if type(start) is int else 0
         push(heap, (end, _END, -start, seq, span, None))
+        wait(span, (end, -start))
         agent = agent_of(span)
         if agent is not None:
             push(heap, (start, _START, -end, seq, span, agent))
@@ -132,14 +177,14 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
         yield from first()
 
 
-def _nested_order(tied: list[tuple[ReadableSpan, str | None]], parents_first: bool) -> list[tuple[ReadableSpan, str | None]]:
+def _nested_order(tied: list[_Event], parents_first: bool) -> list[_Event]:
     """Events of spans that started and ended at the same instants, in file order except that a span ends before
     its parent and starts after it: an agent span written first must not close its run before its calls, nor
     its parent's start make the parent look like the innermost agent."""
-    by_id = {(span.context.trace_id, span.context.span_id): span for span, _ in tied}
+    by_id = {(event[4].context.trace_id, event[4].context.span_id): event[4] for event in tied}
 
-    def depth(event: tuple[ReadableSpan, str | None]) -> int:
-        span = event[0]
+    def depth(event: _Event) -> int:
+        span = event[4]
         found, trace_id, parent = 0, span.context.trace_id, span.parent
         while parent is not None and (trace_id, parent.span_id) in by_id and found < len(tied):  # ids may loop
             found += 1

@@ -98,7 +98,7 @@ def run_score(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if report.calls == 0 and report.runs == 0:
         _error(f"no tool calls or agent runs in {inputs.spans:,} spans: none follows the GenAI, OpenInference or OpenLLMetry "
-               "conventions (or the catalog's attribute_mapping)")
+               "conventions or the Vercel AI SDK's ai.* spans (or the catalog's attribute_mapping)")
         return EXIT_BAD_INPUT
 
     gate = evaluate_gate(report, fail_under)
