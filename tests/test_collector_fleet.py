@@ -272,3 +272,86 @@ def span_metrics_counts(exposition: str) -> dict[str, float]:
 def mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+# -- a replica killed mid-stream and restarted ------------------------------------------------------------
+
+BATCH_SPANS = 10
+BEFORE, WHILE_DOWN, AFTER = 10, 30, 10  # batches: acknowledged by the replica before the kill, sent while it is down, after
+
+
+def tool_batches(count: int, tag: str) -> list[list[Any]]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("restart")
+    for i in range(count * BATCH_SPANS):
+        tracer.start_span(f"execute_tool web_search {tag}{i}", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search"}).end()
+    spans = list(memory.get_finished_spans())
+    return [spans[i:i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
+
+
+def test_a_replica_killed_mid_stream_loses_only_what_it_had_accepted_and_not_forwarded(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    spans_file = tmp_path / "spans.jsonl"
+    before, down, after = tool_batches(BEFORE, "a"), tool_batches(WHILE_DOWN, "b"), tool_batches(AFTER, "c")
+    with ExitStack() as stack:
+        hop_config = next_hop(spans_file, free_port())
+        stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
+        hop = f"http://{hop_config['receivers']['otlp']['protocols']['grpc']['endpoint']}"
+        # the killed life holds what it accepted (forward delay 60 s), so its loss is exactly what it accepted
+        replica = Replica(hop, "--forward-delay", "60")
+        stack.enter_context(replicas(replica))
+        front = front_tier({"otlp": ("grpc", [replica.endpoint])})
+        collector = stack.enter_context(Collector(tmp_path, "front", front))
+        exporter_id = next(iter(front["exporters"]))
+        sender = OTLPSpanExporter(endpoint=receiver_url(front, "otlp", "grpc"), insecure=True, timeout=10)
+        stack.callback(sender.shutdown)
+
+        def send(batches: list[list[Any]]) -> None:
+            for batch in batches:
+                assert sender.export(batch) is SpanExportResult.SUCCESS  # the senders see no error, down or not
+
+        def accepted() -> float:
+            return replica.metric("agent_eval_serve_spans_total", outcome="accepted")
+
+        send(before)
+        first_life = wait_for(lambda: (n := accepted()) == BEFORE * BATCH_SPANS and n, timeout_s=DEADLINE_S,
+                              what="the replica to accept the first spans")
+        assert replica.metric("agent_eval_serve_forwarded_spans_total") == 0
+        replica.kill()
+        send(down)
+        # held by the Collector's queue and retries: nothing given up, some waiting in the queue
+        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) > 0, timeout_s=DEADLINE_S,
+                 what="the Collector to queue the replica's share")
+        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
+
+        replica.args[replica.args.index("60")] = "0.05"  # the same ports; forwarding at once from now on
+        replica.start()
+        send(after)
+        second_life = wait_for(lambda: (n := accepted()) == (WHILE_DOWN + AFTER) * BATCH_SPANS and n, timeout_s=DEADLINE_S,
+                               what="the restarted replica to get the held spans and the later ones")
+        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) == 0, timeout_s=DEADLINE_S,
+                 what="the Collector's queue to drain")
+
+        # the Collector's account: everything received was sent to the replica, nothing dropped
+        sent_by_app = (BEFORE + WHILE_DOWN + AFTER) * BATCH_SPANS
+        assert collector.metric("otelcol_receiver_accepted_spans_total") == sent_by_app
+        assert collector.metric("otelcol_exporter_sent_spans_total", exporter=exporter_id) == sent_by_app
+        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
+        # serve's account: the two lives accepted all of it; the killed one had forwarded none
+        assert first_life + second_life == sent_by_app
+        replica.stop()  # SIGTERM: the restarted life forwards everything it accepted
+        expected = {s.name for batch in down + after for s in batch}
+        at_hop = wait_for(lambda: (names := [s["name"] for s in file_spans(spans_file)]) and len(names) >= len(expected) and names,
+                          timeout_s=DEADLINE_S, what="the restarted replica's spans at the next hop")
+        # the loss: exactly the spans the killed process had accepted and not forwarded, none of those sent later
+        assert sorted(at_hop) == sorted(expected)
+        assert not {s.name for batch in before for s in batch} & set(at_hop)
