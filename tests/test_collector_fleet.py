@@ -1,0 +1,357 @@
+"""The fleet on the real Collector: agents -> the Collector's first tier -> 2 `serve` replicas -> a next-hop
+Collector -> file exporter, with real Prometheus scraping the replicas.
+
+The agents are an unmodified Python app under `opentelemetry-instrument` with the processor's zero-code exporter
+(OTEL_TRACES_EXPORTER=agent_eval) and the Node OTel JS agent of tests/node. The first tier is otelcol-fleet.yaml's,
+with its `load_balancing` exporter (not buildable here, docs/collector.md) replaced by the OTLP exporters it runs
+per replica, one share per sender; a third `serve` gets all the traffic as the one-replica reference.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_fleet import Collector, front_tier, metric_sum, next_hop, receiver_url, scrape, file_spans
+from ops_helpers import APP_JOB, load_yaml, RECORDING_RULES, PrometheusServer, dashboard_panels, free_port, grafana_expr, rules_of, wait_for
+from serve_process import local_only, start_serve
+from test_ops_fleet import PER_INSTANCE
+
+import otel_agent_eval
+
+NODE_AGENT = Path(__file__).parent / "node" / "agent.mjs"
+NODE_SPANS, NODE_CALLS, NODE_RUNS = 15, 8, 4  # tests/node/agent.mjs: 15 spans, 8 scored calls (final_answer is ignored), 4 runs
+RUNS = 12
+APP = textwrap.dedent(f'''
+    """An agent app that knows nothing of otel-agent-eval: {RUNS} runs of support_agent and math_agent."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("fleet-app")
+    plan = {{"support_agent": ("local_index", "web_search"), "math_agent": ("calculator", "wolfram_alpha")}}
+    for i in range({RUNS}):
+        agent = ("support_agent", "math_agent")[i % 2]
+        with tracer.start_as_current_span(f"invoke_agent {{agent}}", attributes={{
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}}):
+            for tool in plan[agent][: 1 + (i % 3 == 2)]:
+                with tracer.start_as_current_span(f"execute_tool {{tool}}", attributes={{
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": f"c{{i}}{{tool}}",
+                        "gen_ai.tool.call.arguments": '{{"query": "q{{i}}"}}'}}):
+                    pass
+    trace.get_tracer_provider().force_flush()
+    print("done")
+''')
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(autouse=True)
+def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    local_only(monkeypatch)
+
+
+def node_or_fail() -> str:
+    node = shutil.which("node")
+    if node is None or not (NODE_AGENT.parent / "node_modules" / "@opentelemetry").is_dir():
+        pytest.fail("node and tests/node/node_modules are needed: run `npm ci --prefix tests/node` (or .ci/run)", pytrace=False)
+    return node
+
+
+class Replica:
+    """`otel-agent-eval serve` on fixed free ports (OTLP/gRPC in; a restart finds the same ports)."""
+
+    def __init__(self, forward_to: str | None, *extra: str) -> None:
+        self.grpc_port, self.metrics_port = free_port(), free_port()
+        self.args = ["--grpc-port", str(self.grpc_port), "--no-http", "--metrics-port", str(self.metrics_port), *extra]
+        if forward_to:
+            self.args += ["--forward-to", forward_to, "--forward-protocol", "grpc"]
+        self.process: subprocess.Popen[str] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.metrics_port}"
+
+    def start(self) -> Replica:
+        self.process, _ = start_serve(*self.args)
+        return self
+
+    def metric(self, name: str, **labels: str) -> float:
+        return metric_sum(scrape(f"http://{self.target}/metrics"), name, **labels)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            assert self.process.wait(timeout=30) == 0
+
+
+@contextmanager
+def replicas(*replicas: Replica) -> Iterator[None]:
+    try:
+        for replica in replicas:
+            replica.start()
+        yield
+    finally:
+        for replica in replicas:
+            replica.kill()
+
+
+def agent_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEEPEVAL_", "PROMETHEUS_MULTIPROC"))}
+
+
+def run_python_app(tmp_path: Path, endpoint: str) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    env = {**agent_env(), "OTEL_TRACES_EXPORTER": "agent_eval", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_SERVICE_NAME": "fleet-app", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint, "OTEL_AGENT_EVAL_METRICS_PORT": str(free_port())}
+    run = subprocess.run([str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, str(app)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "done" in run.stdout, run.stderr
+
+
+def app_spans_and_calls() -> tuple[int, int]:
+    calls = sum(1 + (i % 3 == 2) for i in range(RUNS))
+    return RUNS + calls, calls
+
+
+# -- the rules and the dashboard, on totals --------------------------------------------------------------
+
+RANGE_FUNCTION = re.compile(r"\b(?:rate|irate|increase)\(\s*([a-zA-Z_:][\w:]*(?:\{[^{}]*\})?)\s*\[[^\]]+\]\s*\)")
+OFFSET = re.compile(r"\s+offset\s+\d+[smhdwy]")
+
+
+def on_totals(expr: str) -> str:
+    """A query with every rate/increase over a window replaced by the counter itself (and offsets dropped).
+
+    Rates depend on when each Prometheus scraped; totals do not, so the fleet's and one replica's answers can be
+    compared exactly, and every aggregation the query makes over instances is kept as it is.
+    """
+    out = RANGE_FUNCTION.sub(r"(\1)", OFFSET.sub("", expr))
+    assert "[" not in out, f"a range left in {out!r}"
+    return out
+
+
+def comparable_queries() -> list[tuple[str, str]]:
+    """The recording rules' and the dashboard's scoring queries (not the per-instance health ones, nor `up`)."""
+    queries = [(rule["record"], rule["expr"]) for rule in rules_of(RECORDING_RULES)]
+    for panel in dashboard_panels():
+        for target in panel["targets"]:
+            queries.append((f"panel {panel['title']!r}", grafana_expr(target["expr"]).replace('job=~".*"', f'job="{APP_JOB}"')))
+    return [(where, on_totals(expr)) for where, expr in queries
+            if not any(name in expr for name in (*PER_INSTANCE, "up{"))]
+
+
+def answers(prometheus: PrometheusServer, expr: str) -> list[tuple[tuple[tuple[str, str], ...], float]]:
+    return sorted((tuple(sorted((k, v) for k, v in sample["metric"].items() if k not in ("instance", "job"))),
+                   sample["value"]) for sample in prometheus.query(expr))
+
+
+def same(fleet: list[tuple[Any, float]], single: list[tuple[Any, float]]) -> bool:
+    """The same series with the same values (sums of floats in another order may differ in the last digits)."""
+    return [labels for labels, _ in fleet] == [labels for labels, _ in single] and all(
+        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for (_, a), (_, b) in zip(fleet, single))
+
+
+def prometheus_config(targets: list[str]) -> dict[str, Any]:
+    return {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": APP_JOB, "static_configs": [{"targets": targets}]}]}
+
+
+# -- the test ------------------------------------------------------------------------------------------
+
+def test_the_fleet_scores_every_call_once_and_adds_up_to_one_replica(tmp_path: Path) -> None:
+    node = node_or_fail()
+    spans_file, span_metrics_port = tmp_path / "spans.jsonl", free_port()
+    app_spans, app_calls = app_spans_and_calls()
+    total_spans, total_calls, total_runs = app_spans + NODE_SPANS, app_calls + NODE_CALLS, RUNS + NODE_RUNS
+    with ExitStack() as stack:
+        hop_config = next_hop(spans_file, span_metrics_port)
+        stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
+        hop = f"http://{hop_config['receivers']['otlp']['protocols']['grpc']['endpoint']}"
+        serve_1, serve_2, one = Replica(hop, "--forward-delay", "0.05"), Replica(hop, "--forward-delay", "0.05"), Replica(None)
+        stack.enter_context(replicas(serve_1, serve_2, one))
+        front = front_tier({"otlp": ("http", [serve_1.endpoint, one.endpoint]),
+                            "otlp/node": ("http", [serve_2.endpoint, one.endpoint])})
+        stack.enter_context(Collector(tmp_path, "front", front))
+        fleet_prom = stack.enter_context(PrometheusServer(mkdir(tmp_path / "prom-fleet"), prometheus_config([serve_1.target, serve_2.target])))
+        one_prom = stack.enter_context(PrometheusServer(mkdir(tmp_path / "prom-one"), prometheus_config([one.target])))
+
+        run_python_app(tmp_path, receiver_url(front, "otlp", "http"))
+        agent = subprocess.run([node, str(NODE_AGENT), "--endpoint", receiver_url(front, "otlp/node", "http")],
+                               capture_output=True, text=True, timeout=DEADLINE_S, env=agent_env())
+        assert agent.returncode == 0, agent.stderr
+
+        # every span once at the file exporter, enriched
+        spans = wait_for(lambda: (s := file_spans(spans_file)) and len(s) >= total_spans and s, timeout_s=DEADLINE_S,
+                         what=f"{total_spans} spans at the next hop's file exporter")
+        assert len(spans) == total_spans and len({(s["trace_id"], s["span_id"]) for s in spans}) == total_spans
+        calls = [s for s in spans if s["name"].startswith("execute_tool") and s["name"] != "execute_tool final_answer"]
+        assert len(calls) == total_calls
+        assert all("agent_eval.outcome" in s["attributes"] for s in calls)
+        assert all(evaluations(s) for s in calls)
+        # The zero-code exporter judges the app's calls in the app, and the replica judges them again: each of those
+        # calls carries the same evaluation events twice (docs/collector.md). The Node agent's calls, once.
+        for s in calls:
+            events = evaluations(s)
+            if s["resource"]["service.name"] == "fleet-app":
+                assert len(events) % 2 == 0 and events[: len(events) // 2] == events[len(events) // 2:], s["name"]
+        roots = [s for s in spans if s["name"].startswith("invoke_agent")]
+        assert roots and all("agent_eval.run.outcome" in s["attributes"] for s in roots)
+
+        # every call counted once over the replicas, as by the one replica, once Prometheus has the final totals
+        for prom in (fleet_prom, one_prom):
+            wait_for(lambda p=prom: [s["value"] for s in p.query("sum(agent_eval_tool_calls_total) or vector(0)")] == [total_calls]
+                     and [s["value"] for s in p.query("sum(agent_eval_runs_total) or vector(0)")] == [total_runs],
+                     timeout_s=DEADLINE_S, what=f"{total_calls} calls and {total_runs} runs in {prom.url}")
+        per_replica = {s["metric"]["instance"]: s["value"] for s in fleet_prom.query("sum by (instance) (agent_eval_tool_calls_total)")}
+        assert per_replica == {serve_1.target: app_calls, serve_2.target: NODE_CALLS}
+
+        # the recording rules and the dashboard, over the replicas, give the one replica's numbers
+        nonempty = 0
+        for where, expr in comparable_queries():
+            single = answers(one_prom, expr)
+            assert same(answers(fleet_prom, expr), single), f"{where}: {expr}"
+            nonempty += bool(single)
+        assert nonempty >= 30
+
+        # the Collector's span_metrics connector counts the calls ours counts, per tool
+        ours = {s["metric"]["gen_ai_tool_name"]: s["value"] for s in one_prom.query(
+            "sum by (gen_ai_tool_name) (last_over_time(gen_ai_execute_tool_duration_seconds_count[1h]))")}
+
+        def theirs() -> dict[str, float]:  # by the catalog's name of each tool, as ours labels calls
+            counts: Counter[str] = Counter()
+            for tool, value in span_metrics_counts(scrape(f"http://127.0.0.1:{span_metrics_port}/metrics")).items():
+                if tool:
+                    counts[catalog_names().get(tool, tool)] += value
+            return dict(counts)
+
+        peer = wait_for(lambda: (t := theirs()) and all(t.get(k) == v for k, v in ours.items()) and t,
+                        timeout_s=DEADLINE_S, what=f"span_metrics to count {ours}")
+        assert sum(ours.values()) == total_calls
+        assert set(peer) - set(ours) == {"final_answer"}  # the Node agent's final_answer: a span, not a scored call
+
+
+def catalog_names() -> dict[str, str]:
+    """The packaged catalog's aliases, each to its tool's name (`calculator` is `basic_calculator`)."""
+    catalog = load_yaml(Path(otel_agent_eval.__file__).parent / "config" / "default_catalog.yaml")
+    return {alias: name for name, tool in catalog["tools"].items() for alias in tool.get("aliases") or []}
+
+
+def evaluations(span: dict[str, Any]) -> list[Any]:
+    return [sorted(e["attributes"].items()) for e in span["events"] if e["name"] == "gen_ai.evaluation.result"]
+
+
+def span_metrics_counts(exposition: str) -> dict[str, float]:
+    counts: Counter[str] = Counter()
+    for line in exposition.splitlines():
+        if line.startswith("traces_span_metrics_duration_seconds_count"):
+            match = re.search(r'gen_ai_tool_name="([^"]*)"', line)
+            counts[match.group(1) if match else ""] += float(line.rsplit(" ", 1)[1])
+    return dict(counts)
+
+
+def mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+# -- a replica killed mid-stream and restarted ------------------------------------------------------------
+
+BATCH_SPANS = 10
+BEFORE, WHILE_DOWN, AFTER = 10, 30, 10  # batches: acknowledged by the replica before the kill, sent while it is down, after
+
+
+def tool_batches(count: int, tag: str) -> list[list[Any]]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("restart")
+    for i in range(count * BATCH_SPANS):
+        tracer.start_span(f"execute_tool web_search {tag}{i}", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search"}).end()
+    spans = list(memory.get_finished_spans())
+    return [spans[i:i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
+
+
+def test_a_replica_killed_mid_stream_loses_only_what_it_had_accepted_and_not_forwarded(tmp_path: Path) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    spans_file = tmp_path / "spans.jsonl"
+    before, down, after = tool_batches(BEFORE, "a"), tool_batches(WHILE_DOWN, "b"), tool_batches(AFTER, "c")
+    with ExitStack() as stack:
+        hop_config = next_hop(spans_file, free_port())
+        stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
+        hop = f"http://{hop_config['receivers']['otlp']['protocols']['grpc']['endpoint']}"
+        # the killed life holds what it accepted (forward delay 60 s), so its loss is exactly what it accepted
+        replica = Replica(hop, "--forward-delay", "60")
+        stack.enter_context(replicas(replica))
+        front = front_tier({"otlp": ("grpc", [replica.endpoint])})
+        collector = stack.enter_context(Collector(tmp_path, "front", front))
+        exporter_id = next(iter(front["exporters"]))
+        sender = OTLPSpanExporter(endpoint=receiver_url(front, "otlp", "grpc"), insecure=True, timeout=10)
+        stack.callback(sender.shutdown)
+
+        def send(batches: list[list[Any]]) -> None:
+            for batch in batches:
+                assert sender.export(batch) is SpanExportResult.SUCCESS  # the senders see no error, down or not
+
+        def accepted() -> float:
+            return replica.metric("agent_eval_serve_spans_total", outcome="accepted")
+
+        send(before)
+        first_life = wait_for(lambda: (n := accepted()) == BEFORE * BATCH_SPANS and n, timeout_s=DEADLINE_S,
+                              what="the replica to accept the first spans")
+        assert replica.metric("agent_eval_serve_forwarded_spans_total") == 0
+        replica.kill()
+        send(down)
+        # held by the Collector's queue and retries: nothing given up, some waiting in the queue
+        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) > 0, timeout_s=DEADLINE_S,
+                 what="the Collector to queue the replica's share")
+        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
+
+        replica.args[replica.args.index("60")] = "0.05"  # the same ports; forwarding at once from now on
+        replica.start()
+        send(after)
+        second_life = wait_for(lambda: (n := accepted()) == (WHILE_DOWN + AFTER) * BATCH_SPANS and n, timeout_s=DEADLINE_S,
+                               what="the restarted replica to get the held spans and the later ones")
+        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) == 0, timeout_s=DEADLINE_S,
+                 what="the Collector's queue to drain")
+
+        # the Collector's account: everything received was sent to the replica, nothing dropped
+        sent_by_app = (BEFORE + WHILE_DOWN + AFTER) * BATCH_SPANS
+        assert collector.metric("otelcol_receiver_accepted_spans_total") == sent_by_app
+        assert collector.metric("otelcol_exporter_sent_spans_total", exporter=exporter_id) == sent_by_app
+        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
+        # serve's account: the two lives accepted all of it; the killed one had forwarded none
+        assert first_life + second_life == sent_by_app
+        replica.stop()  # SIGTERM: the restarted life forwards everything it accepted
+        expected = {s.name for batch in down + after for s in batch}
+        at_hop = wait_for(lambda: (names := [s["name"] for s in file_spans(spans_file)]) and len(names) >= len(expected) and names,
+                          timeout_s=DEADLINE_S, what="the restarted replica's spans at the next hop")
+        # the loss: exactly the spans the killed process had accepted and not forwarded, none of those sent later
+        assert sorted(at_hop) == sorted(expected)
+        assert not {s.name for batch in before for s in batch} & set(at_hop)
