@@ -203,3 +203,53 @@ def test_opentelemetry_instrument_with_otlp_metrics_sends_ours_too(tmp_path, tem
         assert_same_series(scraped, receiver.prometheus_view(), exact_buckets=False)
     (resource, _), *_ = receiver.metrics()
     assert resource["service.name"] == "support-app"
+
+
+@pytest.mark.parametrize(("workers", "temporality"), [("1", "cumulative"), ("1", "delta"), ("2", "delta")])
+def test_serve_sends_every_series_of_its_metrics_to_the_otlp_endpoint(monkeypatch, workers, temporality):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_agent_eval.tools.demo.workload import private_provider
+    from serve_process import local_only, serving, stop_cleanly
+
+    local_only(monkeypatch)
+    with running_metrics_receiver("http") as receiver:
+        env = {**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", TEMPORALITY: temporality}
+        with serving("--no-grpc", "--http-port", "0", "--metrics-port", "0", "--workers", workers,
+                     "--otlp-metrics-to", receiver.base_url, "--otlp-metrics-interval", "3600", env=env) as (process, where):
+            provider = private_provider(SimpleSpanProcessor(OTLPSpanExporter(endpoint=where["OTLP/HTTP"])))
+            run_workload(provider, runs=120, seed=8)
+            provider.shutdown()
+            scraped = evaluated_scrape(where["metrics"])
+            stop_cleanly(process)  # the last export happens at shutdown, after every accepted span was evaluated
+        assert_same_series(scraped, receiver.prometheus_view(), exact_buckets=False)
+    (resource, _), *_ = receiver.metrics()
+    assert resource["service.name"] == "otel-agent-eval"
+
+
+def evaluated_scrape(url: str, timeout_s: float = 20.0) -> str:
+    """/metrics once every span serve accepted was evaluated (a scrape waits only briefly for queued spans)."""
+    import time
+
+    from otlp_metrics_receiver import scrape
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = scrape(url)
+        view = scrape_view(text)
+        accepted = view[("agent_eval_serve_spans_total", (("outcome", "accepted"), ("transport", "http")))]
+        if view[("agent_eval_processor_spans_seen_total", ())] == accepted > 0:
+            return text
+        assert time.monotonic() < deadline, f"serve evaluated {view[('agent_eval_processor_spans_seen_total', ())]} of {accepted}"
+
+
+def test_serve_refuses_a_forward_url_that_says_nothing_of_metrics(monkeypatch):
+    from serve_process import local_only
+
+    local_only(monkeypatch)
+    run = subprocess.run([sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--forward-to",
+                          "http://127.0.0.1:4318/custom/path"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
+    assert run.returncode == 2
+    assert "--otlp-metrics-to" in run.stderr and "Traceback" not in run.stderr
