@@ -253,3 +253,10 @@ def test_serve_refuses_a_forward_url_that_says_nothing_of_metrics(monkeypatch):
                          env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
     assert run.returncode == 2
     assert "--otlp-metrics-to" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_docs_table_maps_every_metric():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "otlp-metrics.md").read_text()
+    for spec in n.SPECS.values():
+        name, unit = otel_name(spec.name)
+        assert f"| `{spec.sample}` | `{name}` | `{unit}` |" in text, spec.name
