@@ -122,10 +122,11 @@ EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficie
 
 # Coverage: what the catalog lacks, so a dashboard shows what to draft (`otel-agent-eval catalog draft`).
 CATALOG_UNKNOWN_TOOL_CALLS = Spec("agent_eval_catalog_unknown_tool_calls", "counter",
-                                  "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,))
+                                  "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,),
+                                  otel=("agent_eval.catalog.unknown_tool_calls", "{call}"))
 CATALOG_UNPRICED_MODEL_CALLS = Spec("agent_eval_catalog_unpriced_model_calls", "counter",
                                     "LLM calls of models the catalog's `models` does not price (not counted in run cost).",
-                                    ("gen_ai_request_model",))
+                                    ("gen_ai_request_model",), otel=("agent_eval.catalog.unpriced_model_calls", "{call}"))
 
 CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
                         "1 when the configured catalog could not be loaded and the packaged default scores instead.",
@@ -161,4 +162,5 @@ RUNS_CLOSED_EARLY = Spec(SELF_PREFIX + "runs_closed_early", "counter",
 SPECS = {spec.name: spec for spec in globals().values() if isinstance(spec, Spec)}
 # Label names as OpenTelemetry attribute keys: the GenAI and general conventions' keys where they define
 # the label (the Prometheus exporters turn the dots back into these underscores); the others as they are.
-OTEL_ATTRIBUTES = {TOOL: "gen_ai.tool.name", AGENT: "gen_ai.agent.name", TOOL_TYPE: "gen_ai.tool.type", "error_type": "error.type"}
+OTEL_ATTRIBUTES = {TOOL: "gen_ai.tool.name", AGENT: "gen_ai.agent.name", TOOL_TYPE: "gen_ai.tool.type", "error_type": "error.type",
+                   "gen_ai_request_model": "gen_ai.request.model"}
