@@ -155,9 +155,10 @@ class PrometheusServer:
     ...     prom.query("up")
     """
 
-    def __init__(self, workdir: Path, config: Mapping[str, Any]) -> None:
+    def __init__(self, workdir: Path, config: Mapping[str, Any], flags: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         self.config = config
+        self.flags = flags  # more command-line flags, e.g. --enable-feature=native-histograms
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._log = workdir / "prometheus.log"
@@ -187,6 +188,7 @@ class PrometheusServer:
             f"--web.console.templates={self.workdir}",  # Debian's defaults point at /etc/prometheus
             f"--web.console.libraries={self.workdir}",
             "--log.level=warn",
+            *self.flags,
         ]
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)

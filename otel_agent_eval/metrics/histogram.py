@@ -23,6 +23,7 @@ __all__ = [
     "DURATION_BUCKETS_S",
     "BucketCounts",
     "exponential_buckets",
+    "exponential_layout",
 ]
 
 _INF = math.inf
@@ -61,6 +62,29 @@ DURATION_BUCKETS_S: tuple[float, ...] = exponential_buckets(3, 2**-10, 2**9)
 
 #: Run cost in USD: scale 2 (factor 2**(1/4) ~ 1.19), ~1e-5 to ~100 USD: 95 finite bounds + Inf.
 COST_BUCKETS_USD: tuple[float, ...] = exponential_buckets(2, 1e-5, 100.0)
+
+
+#: The scale each exponential bucket layout above was made with (OTLP sends these as exponential histograms).
+_SCALES = {DURATION_BUCKETS_S: 3, COST_BUCKETS_USD: 2}
+
+
+def exponential_layout(bounds: Sequence[float]) -> tuple[int, int] | None:
+    """``(scale, offset)`` that send ``bounds`` (one of the layouts above) as an OpenTelemetry exponential
+    histogram, or None for any other bounds.
+
+    >>> exponential_layout(DURATION_BUCKETS_S)
+    (3, -81)
+
+    An exponential bucket ``j`` holds ``(base**j, base**(j+1)]``; our bucket ``k`` holds
+    ``(bounds[k-1], bounds[k]]``, so it is bucket ``offset + k`` with ``offset`` one below the
+    index of ``bounds[0]``: the counts go over as they are. Two buckets are wider than their
+    index says: the first also holds everything below ``bounds[0]`` (and zero), the last
+    (``+Inf``) everything above ``bounds[-2]``.
+    """
+    scale = _SCALES.get(tuple(bounds))
+    if scale is None:
+        return None
+    return scale, round(math.log2(bounds[0]) * 2**scale) - 1
 
 
 class BucketCounts:

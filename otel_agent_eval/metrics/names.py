@@ -27,6 +27,7 @@ class Spec(NamedTuple):
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
+    otel: tuple[str, str] = ("", "")  # the OpenTelemetry metric name and unit (UCUM), for OTLP (metrics/otlp.py)
 
     @property
     def sample(self) -> str:
@@ -38,76 +39,104 @@ _RUN = (AGENT, "task")
 
 # Per tool call, labelled by tool and agent.
 TOOL_CALLS = Spec("agent_eval_tool_calls", "counter", "Tool calls by outcome and verdict against the environment's thresholds.",
-                  (TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool"))
-TOOL_COST = Spec("agent_eval_tool_cost_usd", "counter", "Catalog cost of the tool calls made, in USD.", (TOOL, AGENT))
+                  (TOOL, AGENT, "task", "outcome", "verdict", "optimal_tool"),
+                  otel=("agent_eval.tool.calls", "{call}"))
+TOOL_COST = Spec("agent_eval_tool_cost_usd", "counter", "Catalog cost of the tool calls made, in USD.", (TOOL, AGENT),
+                 otel=("agent_eval.tool.cost", "USD"))
 TOOL_EXCESS_COST = Spec("agent_eval_tool_excess_cost_usd", "counter",
-                        "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.", (TOOL, AGENT, "optimal_tool"))
+                        "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.", (TOOL, AGENT, "optimal_tool"),
+                        otel=("agent_eval.tool.excess_cost", "USD"))
 TOOL_EXCESS_LATENCY = Spec("agent_eval_tool_excess_latency_seconds", "counter",
-                           "Observed duration beyond the catalog's expected latency of the task's optimal tool (every call, the optimal tool's too).", (TOOL, AGENT))
-TOOL_SLO_VIOLATIONS = Spec("agent_eval_tool_slo_violations", "counter", "Tool calls slower than the tool's catalog latency SLO.", (TOOL, AGENT))
+                           "Observed duration beyond the catalog's expected latency of the task's optimal tool (every call, the optimal tool's too).", (TOOL, AGENT),
+                           otel=("agent_eval.tool.excess_latency", "s"))
+TOOL_SLO_VIOLATIONS = Spec("agent_eval_tool_slo_violations", "counter", "Tool calls slower than the tool's catalog latency SLO.", (TOOL, AGENT),
+                           otel=("agent_eval.tool.slo_violations", "{call}"))
 TOOL_EFFICIENCY = Spec("agent_eval_tool_efficiency_score", "histogram",
                        "Per-call efficiency score and its cost, latency and complexity components (0-1).",
-                       (TOOL, AGENT, "profile", "dimension"), SCORE_BUCKETS)
+                       (TOOL, AGENT, "profile", "dimension"), SCORE_BUCKETS,
+                       otel=("agent_eval.tool.efficiency_score", "1"))
 # The full-resolution latency histogram is per tool, not per agent: it answers the fleet's p99 per
 # tool (154 buckets per series); per-agent latency is in the summary and the excess-latency counter.
 TOOL_DURATION = Spec("gen_ai_execute_tool_duration_seconds", "histogram", "Duration of tool executions (GenAI semantic conventions).",
-                     (TOOL, TOOL_TYPE, "error_type"), DURATION_BUCKETS_S)
-TOOL_LATENCY = Spec("agent_eval_tool_latency_seconds", "summary", "Tool call duration; quantiles over the last {window:g} s.", (TOOL, AGENT))
+                     (TOOL, TOOL_TYPE, "error_type"), DURATION_BUCKETS_S,
+                     otel=("gen_ai.execute_tool.duration", "s"))
+TOOL_LATENCY = Spec("agent_eval_tool_latency_seconds", "summary", "Tool call duration; quantiles over the last {window:g} s.", (TOOL, AGENT),
+                    otel=("agent_eval.tool.latency", "s"))
 
 # Per agent run, labelled by agent and task.
 RUNS = Spec("agent_eval_runs", "counter", "Agent runs by outcome (completed: root OK, tool errors recovered, validator passed).",
-            (*_RUN, "outcome"))
-RUN_DURATION = Spec("agent_eval_run_duration_seconds", "histogram", "Duration of agent runs.", _RUN, DURATION_BUCKETS_S)
+            (*_RUN, "outcome"),
+            otel=("agent_eval.runs", "{run}"))
+RUN_DURATION = Spec("agent_eval_run_duration_seconds", "histogram", "Duration of agent runs.", _RUN, DURATION_BUCKETS_S,
+                    otel=("agent_eval.run.duration", "s"))
 RUN_COST = Spec("agent_eval_run_cost_usd", "histogram", "Cost of agent runs: catalog tool costs plus priced LLM tokens, in USD.",
-                _RUN, COST_BUCKETS_USD)
-RUN_TOOL_CALLS = Spec("agent_eval_run_tool_calls", "histogram", "Tool calls per agent run.", _RUN, CALL_COUNT_BUCKETS)
+                _RUN, COST_BUCKETS_USD,
+                otel=("agent_eval.run.cost", "USD"))
+RUN_TOOL_CALLS = Spec("agent_eval_run_tool_calls", "histogram", "Tool calls per agent run.", _RUN, CALL_COUNT_BUCKETS,
+                      otel=("agent_eval.run.tool_calls", "{call}"))
 RUN_CORRECTNESS = Spec("agent_eval_tool_correctness_score", "histogram",
-                       "Tool correctness of runs against the task's expected tools (deepeval semantics, 0-1).", _RUN, SCORE_BUCKETS)
+                       "Tool correctness of runs against the task's expected tools (deepeval semantics, 0-1).", _RUN, SCORE_BUCKETS,
+                       otel=("agent_eval.tool_correctness.score", "1"))
 RUN_HEALTH = Spec("agent_eval_run_health_score", "histogram", "Run health score, 0-100 (completion, tool accuracy, latency, cost).",
-                  _RUN, HEALTH_BUCKETS)
+                  _RUN, HEALTH_BUCKETS,
+                  otel=("agent_eval.run.health_score", ""))
 RUN_REDUNDANT = Spec("agent_eval_redundant_tool_calls", "counter", "Repeated calls of a tool with the same arguments within a run.",
-                     (*_RUN, TOOL))
+                     (*_RUN, TOOL),
+                     otel=("agent_eval.redundant_tool_calls", "{call}"))
 RUN_SPURIOUS = Spec("agent_eval_spurious_tool_calls", "counter", "Calls of tools outside the task's expected and acceptable tools.",
-                    (*_RUN, TOOL))
+                    (*_RUN, TOOL),
+                    otel=("agent_eval.spurious_tool_calls", "{call}"))
 RUN_LOOPS = Spec("agent_eval_tool_call_loops", "counter",
-                 "Loops in agent runs: 3 or more consecutive calls of a tool with the same captured arguments.", (*_RUN, TOOL))
-RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN)
+                 "Loops in agent runs: 3 or more consecutive calls of a tool with the same captured arguments.", (*_RUN, TOOL),
+                 otel=("agent_eval.tool_call_loops", "{loop}"))
+RUN_OVER_BUDGET = Spec("agent_eval_runs_over_budget", "counter", "Runs with more tool calls than the task's max_calls.", _RUN,
+                       otel=("agent_eval.runs_over_budget", "{run}"))
 # Bounded by construction: price_source is one of catalog, reported, genai_prices, unpriced (core.prices.PRICE_SOURCES).
 LLM_CALLS = Spec("agent_eval_llm_calls", "counter",
                  "LLM calls in evaluated runs, by where their price came from: the catalog's models, a cost the span "
-                 "reported, genai-prices' table, or none (unpriced: not in the run's cost).", ("price_source",))
+                 "reported, genai-prices' table, or none (unpriced: not in the run's cost).", ("price_source",),
+                 otel=("agent_eval.llm_calls", "{call}"))
 # The GenAI semantic conventions' agent metrics (gen_ai.invoke_agent.*, with their bucket advice), for runs
 # rooted at an agent span; labelled by agent and task like the run metrics above.
 GENAI_AGENT_DURATION_BUCKETS = (*(0.1 * 2**i for i in range(13)), math.inf)  # 0.1 ... 409.6 s
 GENAI_AGENT_CALL_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, math.inf)
 AGENT_DURATION = Spec("gen_ai_invoke_agent_duration_seconds", "histogram",
-                      "Duration of agent invocations (GenAI semantic conventions).", _RUN, GENAI_AGENT_DURATION_BUCKETS)
+                      "Duration of agent invocations (GenAI semantic conventions).", _RUN, GENAI_AGENT_DURATION_BUCKETS,
+                      otel=("gen_ai.invoke_agent.duration", "s"))
 AGENT_TOOL_CALLS = Spec("gen_ai_invoke_agent_tool_calls", "histogram",
-                        "Tool calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS)
+                        "Tool calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS,
+                        otel=("gen_ai.invoke_agent.tool_calls", "{call}"))
 AGENT_INFERENCE_CALLS = Spec("gen_ai_invoke_agent_inference_calls", "histogram",
-                             "Model calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS)
+                             "Model calls per agent invocation (GenAI semantic conventions).", _RUN, GENAI_AGENT_CALL_BUCKETS,
+                             otel=("gen_ai.invoke_agent.inference_calls", "{call}"))
 # The run histograms, by the field of the accumulator that feeds each.
 RUN_HISTOGRAMS = {"duration": RUN_DURATION, "cost": RUN_COST, "calls": RUN_TOOL_CALLS, "correctness": RUN_CORRECTNESS,
                   "health": RUN_HEALTH, "agent_duration": AGENT_DURATION, "agent_tool_calls": AGENT_TOOL_CALLS,
                   "agent_inference_calls": AGENT_INFERENCE_CALLS}
 
 # Figures from the catalog, so alerts and dashboards can compare against them.
-TOOL_EXPECTED_LATENCY = Spec("agent_eval_tool_expected_latency_seconds", "gauge", "Expected latency of each tool, from the catalog.", (TOOL,))
-TOOL_LATENCY_SLO = Spec("agent_eval_tool_latency_slo_seconds", "gauge", "Latency SLO of each tool, from the catalog.", (TOOL,))
-TOOL_COST_PER_CALL = Spec("agent_eval_tool_cost_per_call_usd", "gauge", "Cost of one call of each tool, from the catalog.", (TOOL,))
+TOOL_EXPECTED_LATENCY = Spec("agent_eval_tool_expected_latency_seconds", "gauge", "Expected latency of each tool, from the catalog.", (TOOL,),
+                             otel=("agent_eval.tool.expected_latency", "s"))
+TOOL_LATENCY_SLO = Spec("agent_eval_tool_latency_slo_seconds", "gauge", "Latency SLO of each tool, from the catalog.", (TOOL,),
+                        otel=("agent_eval.tool.latency_slo", "s"))
+TOOL_COST_PER_CALL = Spec("agent_eval_tool_cost_per_call_usd", "gauge", "Cost of one call of each tool, from the catalog.", (TOOL,),
+                          otel=("agent_eval.tool.cost_per_call", "USD"))
 EFFICIENCY_THRESHOLD = Spec("agent_eval_efficiency_threshold", "gauge", "Efficiency score thresholds per environment, from the catalog.",
-                            ("environment", "level"))
+                            ("environment", "level"),
+                            otel=("agent_eval.efficiency_threshold", ""))
 
 # Coverage: what the catalog lacks, so a dashboard shows what to draft (`otel-agent-eval catalog draft`).
 CATALOG_UNKNOWN_TOOL_CALLS = Spec("agent_eval_catalog_unknown_tool_calls", "counter",
-                                  "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,))
+                                  "Calls of tools the catalog lacks (scored 0); draft them with `otel-agent-eval catalog draft`.", (TOOL,),
+                                  otel=("agent_eval.catalog.unknown_tool_calls", "{call}"))
 CATALOG_UNPRICED_MODEL_CALLS = Spec("agent_eval_catalog_unpriced_model_calls", "counter",
                                     "LLM calls of models no source prices: not in the catalog's `models`, no cost on the span, unknown to "
                                     "genai-prices (not counted in run cost).",
-                                    ("gen_ai_request_model",))
+                                    ("gen_ai_request_model",), otel=("agent_eval.catalog.unpriced_model_calls", "{call}"))
 
 CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
-                        "1 when the configured catalog could not be loaded and the packaged default scores instead.")
+                        "1 when the configured catalog could not be loaded and the packaged default scores instead.",
+                        otel=("agent_eval.catalog_fallback", ""))
 
 # Self-metrics: how the processor itself is doing (agent_eval_processor_<name>_total).
 SELF_PREFIX = "agent_eval_processor_"
@@ -133,4 +162,12 @@ SELF_COUNTERS = {
     "catalog_reloads_rejected": "Catalog reloads rejected because the new file was broken (the last good one stays).",
 }
 RUNS_CLOSED_EARLY = Spec(SELF_PREFIX + "runs_closed_early", "counter",
-                         "Runs closed before their root span ended, by reason (ttl, capacity, shutdown).", ("reason",))
+                         "Runs closed before their root span ended, by reason (ttl, capacity, shutdown).", ("reason",),
+                         otel=("agent_eval.processor.runs_closed_early", "{run}"))
+
+# Every family above by its Prometheus name; OTLP names and units come from here (metrics/otlp.py).
+SPECS = {spec.name: spec for spec in globals().values() if isinstance(spec, Spec)}
+# Label names as OpenTelemetry attribute keys: the GenAI and general conventions' keys where they define
+# the label (the Prometheus exporters turn the dots back into these underscores); the others as they are.
+OTEL_ATTRIBUTES = {TOOL: "gen_ai.tool.name", AGENT: "gen_ai.agent.name", TOOL_TYPE: "gen_ai.tool.type", "error_type": "error.type",
+                   "gen_ai_request_model": "gen_ai.request.model"}

@@ -14,6 +14,8 @@ behind it is OTLP, chosen by `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
 An exporter sees spans only when they end, so a tool span whose agent is not known yet
 waits (bounded) until its agent span or its trace's root reaches the exporter, and
 is exported with that later batch; metrics follow the batches (every 5 s by default).
+With `OTEL_METRICS_EXPORTER=otlp` the metrics also go out over OTLP, on the SDK's own metric
+reader (docs/otlp-metrics.md).
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
 from .reload import reload_catalog
-from .wiring import attach, build_pipeline, resolve
+from .otlp_metrics import histograms_setting
+from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve
 
 
 def otlp_exporter() -> SpanExporter:
@@ -48,16 +51,24 @@ class AgentEvalSpanExporter(SpanExporter):
     metrics_address: tuple[str, int] | None = None
 
     def __init__(self, inner: SpanExporter | None = None, *, settings: Settings | None = None,
-                 registry: CollectorRegistry | None = REGISTRY, **options: Any) -> None:
+                 registry: CollectorRegistry | None = REGISTRY, otlp_metrics: Any = AUTO, otlp_histograms: str | None = None,
+                 **options: Any) -> None:
         settings = settings or Settings.from_env()
+        histograms = histograms_setting(otlp_histograms)
         self.inner = inner or otlp_exporter()
         self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False, **resolve(settings, **options))
         self._lock = threading.Lock()  # the batch worker and a force_flush may export at once
         self._closers: list[Callable[[], Any]] = []
         attach(self, settings, options.get("catalog"))
+        # the SDK's configurator sets the MeterProvider up after the tracing (this exporter): until it is there,
+        # each batch looks for it once more (one isinstance check), then never again
+        self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
+        self._otlp_waiting = self.otlp_metrics is not None and not self.otlp_metrics.readers and otlp_metrics == AUTO
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         out: list[ReadableSpan] = []
+        if self._otlp_waiting and self.otlp_metrics is not None:
+            self._otlp_waiting = self.otlp_metrics.to_provider() is None
         with self._lock:
             for span in spans:
                 self.metrics.seen.bump()

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import ARGUMENTS, Settings
 from .processor import AgentEvalSpanProcessor
-from .wiring import attach, resolve
+from .wiring import AUTO, attach, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +39,16 @@ def install(
     addr: str | None = None,
     profile: str | None = None,
     environment: str | None = None,
+    otlp_metrics: Any = AUTO,
     **processor_options: Any,
 ) -> AgentEvalSpanProcessor:
     """Add an `AgentEvalSpanProcessor` to the (global) tracer provider and serve /metrics.
 
     `forward_to` is the processor that exports spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`);
     give it here instead of adding it to the provider yourself, so that it receives the
-    enriched tool spans. Returns the processor; `processor.shutdown()` also stops the endpoint.
+    enriched tool spans. The metrics also go out over OTLP on the OTLP metric readers of the app's global
+    `MeterProvider` when it has any (set it up before install(); `otlp_metrics=False` keeps them to /metrics; see
+    `AgentEvalSpanProcessor` for the other values). Returns the processor; `processor.shutdown()` also stops the endpoint.
     A second call for the same provider returns the running processor (logged), so a module
     imported twice does not score every span twice.
     """
@@ -62,7 +65,7 @@ def install(
                                                 metrics_enabled=serve_metrics, metrics_port=given.pop("port", None),
                                                 metrics_addr=given.pop("addr", None))
         options = resolve(settings, catalog=catalog, **given)
-        processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, **options)
+        processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, otlp_metrics=otlp_metrics, **options)
         try:  # the provider gets it last, once all else went through; a failure leaves nothing behind
             attach(processor, settings, catalog)
             provider.add_span_processor(processor)

@@ -28,7 +28,8 @@ from ..core import conventions as c
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue
 from .reload import reload_catalog
-from .wiring import build_pipeline
+from .otlp_metrics import histograms_setting
+from .wiring import build_pipeline, link_otlp_metrics
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
@@ -45,7 +46,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
     processor's thread, in span order; their exceptions are caught and counted). `run_validator(run) -> bool` adds
     your own task-completion check. `redact_keys` (a regular expression, e.g. ``"password|token|secret|api_key"``)
     masks matching values of forwarded spans, also inside tool arguments and results (one that cannot be used
-    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. Other options are those of
+    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. `otlp_metrics` sends the metrics
+    over OTLP too (docs/otlp-metrics.md): an `OTLPMetricExporter` (a reader of the processor's own), a `MeterProvider`
+    or True (its, or the global provider's, OTLP metric readers); `otlp_histograms` is `exponential` or `explicit`
+    (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential). Other options are those of
     `wiring.build_pipeline`; one that cannot be used raises ValueError naming it.
 
     `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and
@@ -59,8 +63,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def __init__(self, catalog: Catalog | PathLike | None = None, *, registry: CollectorRegistry | None = REGISTRY,
                  forward_to: SpanProcessor | None = None, enrich: bool = True, max_open_traces: int = 10_000,
-                 background: bool = True, queue_limit: int = DEFAULT_LIMIT, **options: Any) -> None:
-        check_arguments(queue_limit=queue_limit)  # the rest in build_pipeline: a ValueError naming it, nothing registered
+                 background: bool = True, queue_limit: int = DEFAULT_LIMIT, otlp_metrics: Any = None,
+                 otlp_histograms: str | None = None, **options: Any) -> None:
+        check_arguments(queue_limit=queue_limit)
+        histograms = histograms_setting(otlp_histograms)  # a bad value raises here, before anything is registered  # the rest in build_pipeline: a ValueError naming it, nothing registered
         self.pipeline, self.metrics = build_pipeline(catalog, registry=registry, enrich=enrich and forward_to is not None,
                                                      max_open_traces=max_open_traces, **options)
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies
@@ -80,6 +86,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.runs.held_back),
         }
         _reset_in_forked_children(self)
+        self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
 
     catalog = property(lambda self: self.pipeline.catalog)
     scorer = property(lambda self: self.pipeline.scorer)

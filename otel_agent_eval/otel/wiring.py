@@ -28,6 +28,7 @@ from ..metrics.budget import DEFAULT_MAX_SAMPLES
 from ..metrics.collector import EvalMetrics
 from ..metrics.endpoint import serve
 from ..metrics.multiprocess import multiprocess_dir, multiprocess_registry
+from .otlp_metrics import OtlpMetricsLink
 from .reload import reload_on_sighup, watch_catalog
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,32 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
         watch_catalog(owner, path, settings.catalog_poll_seconds)
     if settings.reload_on_sighup:
         reload_on_sighup(owner, path)
+
+
+AUTO = "auto"  # otlp_metrics of install() and the zero-code exporter: the app's OTLP metric readers, if it has any
+
+
+def link_otlp_metrics(owner: Owner, target: Any, histograms: str | None = None) -> OtlpMetricsLink | None:
+    """Send `owner`'s metrics over OTLP too, as `target` says: a `MetricExporter` (a reader of our own), a
+    `MeterProvider` or True (the OTLP readers of that, or the global, provider), `AUTO` (the global provider's
+    OTLP readers if there are any, or once it has them: `OtlpMetricsLink.to_provider` again), None or False: not."""
+    if target is None or target is False:
+        return None
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+    link = OtlpMetricsLink(owner.metrics.collect, histograms=histograms)
+    if isinstance(target, MetricExporter):
+        link.to_exporter(target)
+    elif target is True or target == AUTO or isinstance(target, MeterProvider):
+        found = link.to_provider(target if isinstance(target, MeterProvider) else None)
+        if not found and target != AUTO:
+            logger.warning("otel-agent-eval: otlp_metrics=%r: the MeterProvider has no OTLP metric reader; metrics go to "
+                           "/metrics only (give an OTLPMetricExporter instead, or set OTEL_METRICS_EXPORTER=otlp)", target)
+    else:
+        raise ValueError(f"otel-agent-eval: otlp_metrics={target!r}: expected a MetricExporter, a MeterProvider, True or False")
+    owner.close_on_shutdown(link.close)
+    return link
 
 
 def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: Settings) -> None:

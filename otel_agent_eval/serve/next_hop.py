@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -28,7 +29,7 @@ __all__ = ["GRPC", "HTTP_PROTOBUF", "PROTOCOLS", "NextHop", "parse_header"]
 
 HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
 PROTOCOLS = (HTTP_PROTOBUF, GRPC)  # the values of OTEL_EXPORTER_OTLP_PROTOCOL that serve can forward with
-TRACES_PATH = "/v1/traces"
+TRACES_PATH, METRICS_PATH = "/v1/traces", "/v1/metrics"
 EXPORT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 3600  # the longest export timeout, and batch delay, that serve takes
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
@@ -108,10 +109,33 @@ class NextHop:
 
     def exporter(self) -> SpanExporter:
         """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers)."""
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return self._exporter(GrpcExporter, HttpExporter, self.url)
+
+    @property
+    def metrics_url(self) -> str:
+        """Where metrics go on this hop: its URL with `/v1/metrics` for `/v1/traces` (HTTP), or as it is (gRPC, or an
+        HTTP URL given for metrics); ValueError when an HTTP traces URL has another path, which says nothing of metrics."""
+        parts = urlsplit(self.url)
+        if self.protocol == GRPC or parts.path.endswith(METRICS_PATH):
+            return self.url
+        if not parts.path.endswith(TRACES_PATH):
+            raise ValueError(f"serve: cannot tell the metrics URL of {self.url} (no {TRACES_PATH} path); give --otlp-metrics-to")
+        return urlunsplit(parts._replace(path=parts.path[:-len(TRACES_PATH)] + METRICS_PATH))
+
+    def metric_exporter(self):  # noqa: ANN201 - a MetricExporter (the SDK's metrics module is imported only here)
+        """The SDK's OTLP metric exporter for this hop (temporality from OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE)."""
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+
+        return self._exporter(GrpcExporter, HttpExporter, self.metrics_url)
+
+    def _exporter(self, GrpcExporter: Any, HttpExporter: Any, url: str) -> Any:  # noqa: N803 - classes
         headers = dict(self.headers) or None
         if self.protocol == GRPC:
             import grpc
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
             credentials = None
             if self.tls and any(self._pem.values()):
@@ -120,11 +144,9 @@ class NextHop:
                     private_key=self._pem.get("--forward-client-key-file"),
                     certificate_chain=self._pem.get("--forward-client-cert-file"))
             grpc_headers = {k.lower(): v for k, v in headers.items()} if headers else None  # gRPC metadata is lower case
-            return GrpcExporter(endpoint=self.url, insecure=not self.tls, credentials=credentials,
+            return GrpcExporter(endpoint=url, insecure=not self.tls, credentials=credentials,
                                 headers=grpc_headers, timeout=self.timeout_s)
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-        return HttpExporter(endpoint=self.url, headers=headers, timeout=self.timeout_s,
+        return HttpExporter(endpoint=url, headers=headers, timeout=self.timeout_s,
                             certificate_file=self.ca_file or None, client_certificate_file=self.client_cert_file or None,
                             client_key_file=self.client_key_file or None,
                             session=_session_keeping_ca() if self.ca_file else None)

@@ -11,17 +11,20 @@ accepted, close open runs, flush the next hop, then stop serving metrics.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.metrics_core import Metric
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
 from ..metrics.endpoint import host_port
+from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
 from .auth import BearerToken
@@ -40,6 +43,8 @@ __all__ = ["ServeConfig", "Service"]
 
 logger = logging.getLogger(__name__)
 
+SERVICE_NAME = "otel-agent-eval"  # the resource of serve's OTLP metrics (OTEL_SERVICE_NAME wins)
+OUR_PREFIXES = ("agent_eval_", "gen_ai_")  # our families in a registry that may hold others (process_*, python_*)
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 
 
@@ -62,6 +67,9 @@ class ServeConfig:
     forward_delay_s: float = 1.0
     retry_after_s: int = 1
     drain_timeout_s: float = 10.0
+    otlp_metrics: NextHop | None = None  # where the metrics also go over OTLP (the CLI's default: the next hop)
+    otlp_metrics_interval_s: float | None = None  # default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s
+    otlp_histograms: str | None = None  # exponential or explicit (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION)
 
     @property
     def hop(self) -> NextHop | None:
@@ -75,6 +83,7 @@ class Listening:
     readiness, and the first and last steps of shutdown. Set `config`, `receiving` and `registry` first."""
 
     metrics_address: tuple[str, int] | None = None
+    otlp_metrics: OtlpMetricsLink | None = None
     config: ServeConfig
     receiving: Receiving
     registry: CollectorRegistry | None
@@ -119,6 +128,33 @@ class Listening:
         except OSError as exc:
             self.stop()
             raise OSError(f"cannot listen for {where}: {exc.strerror or exc}") from exc
+
+    def _start_otlp_metrics(self) -> None:
+        """Send the families of /metrics (ours: agent_eval_*, gen_ai_*) over OTLP too, as the config says; the last
+        export happens at shutdown, after the accepted spans were evaluated (`_close_endpoints`)."""
+        config = self.config
+        if config.otlp_metrics is None:
+            return
+        registry, families = self.registry, self._families
+
+        def ours() -> Iterator[Metric]:
+            for family in (registry.collect() if registry is not None else families()):
+                if family.name.startswith(OUR_PREFIXES):
+                    yield family
+
+        link = OtlpMetricsLink(ours, histograms=config.otlp_histograms)
+        interval = config.otlp_metrics_interval_s * 1000 if config.otlp_metrics_interval_s is not None else None
+        resource = Resource.create()
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):  # OTEL_SERVICE_NAME not set
+            resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+        link.to_exporter(config.otlp_metrics.metric_exporter(), interval_ms=interval, resource=resource)
+        self.otlp_metrics = link
+        self._closers.insert(0, link.close)
+        logger.info("otel-agent-eval serve: metrics also over OTLP to %s (%s)", config.otlp_metrics.metrics_url,
+                    config.otlp_metrics.protocol)
+
+    def _families(self) -> Iterator[Metric]:
+        return iter(())
 
     def _stop_receiving(self) -> bool:
         """Shutdown's first step: not ready, the receivers stopped; False when it was taken already."""
@@ -188,8 +224,13 @@ class Service(Listening):
     def start(self) -> Service:
         """Listen on the configured ports (OSError, with everything started so far stopped, when one is taken)."""
         self._listen()
+        self._start_otlp_metrics()
         self._ready = True
         return self
+
+    def _families(self) -> Iterator[Metric]:
+        yield from self.metrics.collect()
+        yield from self.serve_metrics.collect()
 
     def drain(self, timeout_s: float = 10.0) -> bool:
         """Evaluate what was accepted so far and export it to the next hop (tests and scrapes use this)."""

@@ -470,6 +470,7 @@ class WorkerService(Listening):
 
         self.pool.start()
         self._listen()
+        self._start_otlp_metrics()
         if self._settings.catalog_poll_seconds > 0 and self._catalog_path is not None:
             watch_catalog(self, self._catalog_path, self._settings.catalog_poll_seconds)
         if self._settings.reload_on_sighup:

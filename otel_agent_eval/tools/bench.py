@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import queue
@@ -70,6 +71,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import set_span_in_context
@@ -77,6 +79,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Summary, ge
 
 from .. import AgentEvalSpanProcessor
 from ..config.catalog import parse_catalog
+from ..otel.otlp_metrics import OtlpMetricsLink
 
 # -- the workload: whole agent runs ------------------------------------------------------
 
@@ -104,6 +107,7 @@ TARGETS = {"ours": 1.8, "ours+copies": 2.3}  # issue #11: total CPU per span, as
 BUILD_CAP_S = 30.0
 PARSE_CAP_S = 180.0
 SCRAPE_PAUSE_S = 0.01
+OTLP_INTERVAL_S = 1.0  # the OTLP metrics section collects this often while spans end (the SDK's default is 60 s)
 
 SIZES: dict[str, dict[str, Any]] = {
     "default": {"runs": 20_000, "rounds": 20, "warmup": 200, "throughput_runs": 4_000, "throughput_rounds": 3,
@@ -115,7 +119,7 @@ SIZES: dict[str, dict[str, Any]] = {
               "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2,
               "counted_runs": 10},
 }
-SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog")  # the full run
+SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics")  # the full run
 ON_REQUEST = ("instructions", "floor")  # minutes under valgrind; a diagnostic of the targets: run when asked for
 
 
@@ -198,6 +202,8 @@ FLOOR_VARIANTS = (  # what the processor costs with its scoring left out: the pa
 
 
 def _processor(key: str, **options: Any) -> SpanProcessor | None:
+    if key == "ours+otlp-metrics":
+        return _with_otlp_metrics(_processor("ours", **options))
     if key == "bare":
         return None
     if key == "batch":
@@ -214,6 +220,61 @@ def _processor(key: str, **options: Any) -> SpanProcessor | None:
         processor.pipeline.ended = lambda span, attrs=None, facts=None: [span]
         processor.pipeline.agent_started = lambda span, name: []
     return processor
+
+
+# -- OTLP metrics: built from the accumulators when the reader collects, never on span.end() ---------
+
+OTLP_VARIANTS = (
+    ("bare", "bare TracerProvider"),
+    ("ours", "AgentEvalSpanProcessor"),
+    ("ours+otlp-metrics", f"+ OTLP metrics, collected every {OTLP_INTERVAL_S:g} s"),
+)
+
+
+class DiscardingMetricExporter(MetricExporter):
+    """A metric exporter that drops every batch: the OTLP metrics' own cost (collect, translate), without I/O."""
+
+    def __init__(self) -> None:
+        super().__init__(preferred_temporality={})
+        self.points = 0
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        self.points = sum(len(m.data.data_points) for rm in metrics_data.resource_metrics for sm in rm.scope_metrics
+                          for m in sm.metrics)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        pass
+
+
+def _with_otlp_metrics(processor: Any, interval_s: float = OTLP_INTERVAL_S) -> Any:
+    """`processor` with its metrics also going to a discarding OTLP exporter every `interval_s` (the reader's thread)."""
+    link = OtlpMetricsLink(processor.metrics.collect)
+    exporter = DiscardingMetricExporter()
+    link.to_exporter(exporter, interval_ms=interval_s * 1000)
+    processor.close_on_shutdown(link.close)
+    processor.otlp_bench = (link, exporter)
+    return processor
+
+
+def otlp_metrics_cost(runs: int, rounds: int, warmup: int, collections: int) -> dict[str, Any]:
+    """The span path with and without OTLP metrics on (the same overhead measure), then one collection's cost."""
+    result = {"overhead": overhead(runs, rounds, warmup, OTLP_VARIANTS)}
+    processor = _with_otlp_metrics(_processor("ours"), interval_s=math.inf)
+    provider = _provider(processor)
+    _timed_block(provider.get_tracer(__name__), processor.force_flush, max(1, runs // rounds), [], [])
+    link, exporter = processor.otlp_bench
+    times = []
+    for _ in range(collections):
+        start = time.perf_counter()
+        link.force_flush()
+        times.append(time.perf_counter() - start)
+    provider.shutdown()
+    result.update(collect_ms=statistics.median(times) * 1000, points=exporter.points)
+    return result
 
 
 def _provider(processor: SpanProcessor | None) -> TracerProvider:
@@ -705,6 +766,8 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
                                    for tools, routes in size["catalogs"]]
     if "instructions" in sections:
         result["instructions"] = instructions(size["counted_runs"])
+    if "otlp-metrics" in sections:
+        result["otlp_metrics"] = otlp_metrics_cost(size["runs"], size["rounds"], size["warmup"], size["scrapes"])
     if "floor" in sections:
         result["floor"] = overhead(size["runs"], size["rounds"], size["warmup"], FLOOR_VARIANTS)
     result["environment"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
@@ -787,6 +850,11 @@ def format_report(result: dict[str, Any]) -> str:
         lines.append("  +MB: resident memory added by parsing and building (catalog, scorer, processor).")
         lines.append("  route(agent, attributes): repeated = one key again and again (cached); never-repeating = a new value "
                      "per call (app.route values that match no route, the worst case for a scan of the routes; or new agent names).")
+    if "otlp_metrics" in result:
+        o = result["otlp_metrics"]
+        lines += ["", "OTLP METRICS: the same runs with the metrics also going out over OTLP (a discarding exporter); they are "
+                  "built from the accumulators when the reader collects, so span.end() pays nothing more", *_overhead_table(o["overhead"]),
+                  f"  one collection: {o['collect_ms']:.2f} ms for {o['points']:,} points (median), on the reader's thread"]
     if "instructions" in result:
         n = result["instructions"]
         lines += ["", f"INSTRUCTIONS PER SPAN (cachegrind; children ending {n['runs']:,} and {2 * n['runs']:,} whole runs after "

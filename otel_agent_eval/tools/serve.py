@@ -65,6 +65,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest wait to fill a batch for the next hop (default 1)")
     parser.add_argument("--workers", default="1", metavar="N",
                         help="evaluation processes, traces routed to them by trace id (default 1: this process evaluates)")
+    parser.add_argument("--otlp-metrics-to", metavar="URL",
+                        help="also send the metrics over OTLP to this URL (default: the --forward-to hop, /v1/metrics; "
+                             "same protocol, TLS and headers flags)")
+    parser.add_argument("--no-otlp-metrics", action="store_true", help="send metrics over OTLP nowhere (only /metrics)")
+    parser.add_argument("--otlp-metrics-interval", type=float, default=None, metavar="SECONDS",
+                        help="seconds between OTLP metric exports (default: OTEL_METRIC_EXPORT_INTERVAL, else 60)")
+    parser.add_argument("--otlp-histograms", choices=("exponential", "explicit"), default=None,
+                        help="histograms over OTLP (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "
+                             "else exponential)")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -113,7 +122,21 @@ def run_serve(args: argparse.Namespace) -> int:
                                           ("--forward-protocol", args.forward_protocol != "http/protobuf")) if value]
         if given:
             raise ValueError(f"serve: {given[0]} needs --forward-to")
+    metrics_hop = None
+    if not args.no_otlp_metrics and (args.otlp_metrics_to or hop is not None):
+        metrics_hop = hop
+        if args.otlp_metrics_to:
+            metrics_hop = NextHop.parse(args.otlp_metrics_to, protocol=args.forward_protocol, headers=args.forward_header,
+                                        ca_file=args.forward_ca_file, client_cert_file=args.forward_client_cert_file,
+                                        client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout)
+        metrics_hop.metrics_url  # noqa: B018 - a traces URL that says nothing of metrics is refused here, in one line
+    if args.otlp_metrics_interval is not None and not 0 < args.otlp_metrics_interval <= MAX_TIMEOUT_S:
+        raise ValueError(f"serve: --otlp-metrics-interval must be above 0 and at most {MAX_TIMEOUT_S} s "
+                         f"(got {args.otlp_metrics_interval:g})")
     config = ServeConfig(
+        otlp_metrics=metrics_hop,
+        otlp_metrics_interval_s=args.otlp_metrics_interval,
+        otlp_histograms=args.otlp_histograms,
         bind=args.bind,
         grpc_port=None if args.no_grpc else args.grpc_port,
         http_port=None if args.no_http else args.http_port,
@@ -184,4 +207,6 @@ def _listening(service: Any) -> str:
         parts.append(f"metrics on http://{host_port(*service.metrics_address)}/metrics")
     hop = service.next_hop
     parts.append(f"forwarding to {hop.url} ({hop.protocol})" if hop is not None else "forwarding nowhere")
+    if service.otlp_metrics is not None:
+        parts.append(f"metrics over OTLP to {service.config.otlp_metrics.metrics_url}")
     return "otel-agent-eval serve: " + ", ".join(parts)
