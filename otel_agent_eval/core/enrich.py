@@ -179,7 +179,7 @@ def without_previous(attrs: Mapping[str, Any], events: tuple[Event, ...], names:
     so that a span evaluated twice carries one evaluation, the last. Unchanged when there is none."""
     if not names.isdisjoint(attrs):
         attrs = {key: value for key, value in attrs.items() if key not in names}
-    if any(_is_evaluation(event, evaluations) for event in events):
+    if events and any(_is_evaluation(event, evaluations) for event in events):
         events = tuple(event for event in events if not _is_evaluation(event, evaluations))
     return attrs, events
 
