@@ -1,5 +1,5 @@
 """Pieces of the tests on the real Collector (tests/test_collector*.py): a Collector process of the test's own,
-the test copies of the kit's Collector configs, and reading the Collector's outputs.
+what the tests set over the kit's shipped configs, and reading the Collector's outputs.
 
 The Collector is the binary `.ci/collector` builds from collector-config/builder-config.yaml (collector_binary.py).
 Every Collector here listens on free 127.0.0.1 ports only, its own telemetry included (never :8888).
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from collector_binary import otelcol
 from google.protobuf import json_format
-from ops_helpers import CONFIG_DIR, free_port, load_yaml, wait_for
+from ops_helpers import CONFIG_DIR, free_port, wait_for
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from otlp_receiver import flatten
 from prometheus_client.parser import text_string_to_metric_families
