@@ -1,5 +1,5 @@
 """Pieces of the tests on the real Collector (tests/test_collector*.py): a Collector process of the test's own,
-the test copies of the kit's Collector configs, and reading the Collector's outputs.
+what the tests set over the kit's shipped configs, and reading the Collector's outputs.
 
 The Collector is the binary `.ci/collector` builds from collector-config/builder-config.yaml (collector_binary.py).
 Every Collector here listens on free 127.0.0.1 ports only, its own telemetry included (never :8888).
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from collector_binary import otelcol
 from google.protobuf import json_format
-from ops_helpers import CONFIG_DIR, free_port, load_yaml, wait_for
+from ops_helpers import CONFIG_DIR, free_port, wait_for
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from otlp_receiver import flatten
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,18 +29,29 @@ DEADLINE_S = 60.0  # liveness only
 
 
 class Collector:
-    """`otelcol-agent-eval --config=FILE` with `config`; its own metrics on `telemetry_url`."""
+    """`otelcol-agent-eval` running `config`; its own metrics on `telemetry_url`.
 
-    def __init__(self, workdir: Path, name: str, config: Mapping[str, Any]) -> None:
+    With `base`, the Collector runs that file untouched with `config` over it (`--config=BASE --config=OVERRIDES`:
+    the Collector merges maps key by key, a list replaces a list): how the tests run a shipped config on their own
+    ports. Without it, `config` is the whole configuration.
+    """
+
+    def __init__(self, workdir: Path, name: str, config: Mapping[str, Any], base: Path | None = None,
+                 json_logs: bool = False) -> None:
         self.telemetry_port = free_port()
         config = copy.deepcopy(dict(config))
         service = config.setdefault("service", {})
-        service.pop("extensions", None)  # health_check on a fixed port: not needed by the tests
-        config.pop("extensions", None)
-        service["telemetry"] = {"logs": {"level": "warn"}, "metrics": {"level": "detailed", "readers": [
+        if base is None:
+            service.pop("extensions", None)  # health_check on a fixed port: not needed by the tests
+            config.pop("extensions", None)
+        logs: dict[str, Any] = {"level": "warn"}
+        if json_logs:  # one JSON object a line, every one of them (the default samples: 10 a message per 10 s)
+            logs.update(encoding="json", disable_stacktrace=True, sampling={"enabled": False})
+        service["telemetry"] = {"logs": logs, "metrics": {"level": "detailed", "readers": [
             {"pull": {"exporter": {"prometheus": {"host": "127.0.0.1", "port": self.telemetry_port}}}}]}}
         self.config_file = workdir / f"{name}.yaml"
         self.config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.configs = [*([base] if base else []), self.config_file]
         self.log = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -50,7 +61,8 @@ class Collector:
 
     def __enter__(self) -> Collector:
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen([otelcol(), f"--config={self.config_file}"], stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen([otelcol(), *(f"--config={path}" for path in self.configs)],
+                                            stdout=log, stderr=subprocess.STDOUT)
         wait_for(self._ready, timeout_s=DEADLINE_S, what=f"the Collector of {self.config_file.name} to serve its metrics")
         return self
 
@@ -91,36 +103,45 @@ def validate(path: Path) -> subprocess.CompletedProcess[str]:
 
 # -- the test copies of the kit's configs ---------------------------------------------------------------
 
-def replica_exporter(endpoint: str) -> dict[str, Any]:
-    """The OTLP exporter the fleet config's `load_balancing` runs for each replica: its `protocol.otlp` options
-    as shipped, the endpoint one replica's, and retries quickened (the first after 100 ms, at most 1 s apart) so
-    that a restarted replica is found again within a second; the give-up time stays the shipped one."""
-    options = copy.deepcopy(load_yaml(FLEET_COLLECTOR)["exporters"][BALANCER]["protocol"]["otlp"])
-    options["retry_on_failure"].update(initial_interval="100ms", max_interval="1s")
-    return {**options, "endpoint": endpoint}
+def fleet_overrides(next_hop: str, *, give_up_after: str | None = None, reference: str | None = None) -> dict[str, Any]:
+    """What the tests set over the untouched otelcol-fleet.yaml (`Collector(..., base=FLEET_COLLECTOR)`).
 
-
-def front_tier(shares: Mapping[str, tuple[str, list[str]]]) -> dict[str, Any]:
-    """otelcol-fleet.yaml's first tier for the test: the OTLP receiver of the apps, the `memory_limiter`, and per
-    share a receiver and pipeline with one OTLP exporter per replica in `replica_exporter`'s shape.
-
-    `shares` maps a receiver name (`otlp`, `otlp/node`) to (its protocol, the replica endpoints it feeds). The
-    shipped config's `load_balancing` exporter cannot be built here (docs/collector.md), so the test splits the
-    traffic by sender instead of by trace id: either way every trace reaches one replica whole.
+    Places: every listener on a free 127.0.0.1 port; the `load_balancing` static resolver's hostnames the test's
+    replicas (empty here: `balance_to` sets them, once the replicas know where to send back); Tempo's exporter pointed at the test's `next_hop`. Timing: the replicas' exporters retry quickly
+    (the first retry after 100 ms, at most 1 s apart) so that a restarted replica is found within a second, and
+    give up after `give_up_after` (the shipped `max_elapsed_time` when None); the evaluated spans' batch waits
+    100 ms. With `reference`, one more pipeline sends the apps' spans to that endpoint as well (the tests'
+    one-replica reference); the shipped pipelines are untouched.
     """
-    fleet = load_yaml(FLEET_COLLECTOR)
-    receivers, exporters, pipelines = {}, {}, {}
-    for receiver, (protocol, endpoints) in shares.items():
-        receivers[receiver] = {"protocols": {protocol: {"endpoint": f"127.0.0.1:{free_port()}"}}}
-        names = []
-        for endpoint in endpoints:
-            name = f"otlp_grpc/{endpoint.replace(':', '-').replace('.', '-')}"
-            exporters[name] = replica_exporter(endpoint)
-            names.append(name)
-        pipelines[f"traces/{receiver.replace('/', '-')}"] = {
-            "receivers": [receiver], "processors": fleet["service"]["pipelines"]["traces"]["processors"], "exporters": names}
-    return {"receivers": receivers, "processors": {"memory_limiter": fleet["processors"]["memory_limiter"]},
-            "exporters": exporters, "service": {"pipelines": pipelines}}
+    retry: dict[str, Any] = {"initial_interval": "100ms", "max_interval": "1s"}
+    if give_up_after is not None:
+        retry["max_elapsed_time"] = give_up_after
+    overrides: dict[str, Any] = {
+        "extensions": {"health_check": {"endpoint": f"127.0.0.1:{free_port()}"}},
+        "receivers": {
+            "otlp": {"protocols": {"grpc": {"endpoint": f"127.0.0.1:{free_port()}"},
+                                   "http": {"endpoint": f"127.0.0.1:{free_port()}"}}},
+            "otlp/evaluated": {"protocols": {"grpc": {"endpoint": f"127.0.0.1:{free_port()}"}}}},
+        "processors": {"batch": {"timeout": "100ms"}},
+        "exporters": {
+            BALANCER: {"protocol": {"otlp": {"retry_on_failure": retry}}, "resolver": {"static": {"hostnames": []}}},
+            "otlp_grpc/tempo": {"endpoint": next_hop},
+            "prometheus": {"endpoint": f"127.0.0.1:{free_port()}"}},
+    }
+    if reference is not None:
+        overrides["exporters"]["otlp_grpc/reference"] = {"endpoint": reference, "tls": {"insecure": True}}
+        overrides["service"] = {"pipelines": {"traces/reference": {"receivers": ["otlp"], "exporters": ["otlp_grpc/reference"]}}}
+    return overrides
+
+
+def balance_to(overrides: dict[str, Any], endpoints: list[str]) -> None:
+    """The `load_balancing` exporter's static resolver in `fleet_overrides`: these replicas."""
+    overrides["exporters"][BALANCER]["resolver"]["static"]["hostnames"] = endpoints
+
+
+def grpc_endpoint(config: Mapping[str, Any], receiver: str = "otlp") -> str:
+    """Where `receiver`'s OTLP/gRPC listens, as `--forward-to` takes it."""
+    return f"http://{config['receivers'][receiver]['protocols']['grpc']['endpoint']}"
 
 
 def receiver_url(config: Mapping[str, Any], receiver: str, protocol: str) -> str:

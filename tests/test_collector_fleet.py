@@ -1,13 +1,16 @@
-"""The fleet on the real Collector: agents -> the Collector's first tier -> 2 `serve` replicas -> a next-hop
-Collector -> file exporter, with real Prometheus scraping the replicas.
+"""The fleet on the real Collector: agents -> the kit's otelcol-fleet.yaml (`load_balancing` by trace id) -> 2 `serve`
+replicas -> back through the same Collector -> a next-hop Collector standing in for Tempo -> file exporter, with real
+Prometheus scraping the replicas.
 
 The agents are an unmodified Python app under `opentelemetry-instrument` with the processor's zero-code exporter
-(OTEL_TRACES_EXPORTER=agent_eval) and the Node OTel JS agent of tests/node. The first tier is otelcol-fleet.yaml's,
-with its `load_balancing` exporter (not buildable here, docs/collector.md) replaced by the OTLP exporters it runs
-per replica, one share per sender; a third `serve` gets all the traffic as the one-replica reference.
+(OTEL_TRACES_EXPORTER=agent_eval) and the Node OTel JS agent of tests/node. The first tier runs the shipped
+otelcol-fleet.yaml untouched with the test's places and timings over it (collector_fleet.fleet_overrides); a
+third `serve` gets all the traffic as the one-replica reference.
 """
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import os
 import re
@@ -23,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_fleet import Collector, front_tier, metric_sum, next_hop, receiver_url, scrape, file_spans
+from collector_fleet import (BALANCER, FLEET_COLLECTOR, Collector, balance_to, file_spans, fleet_overrides, grpc_endpoint, metric_sum, next_hop,
+                             receiver_url, scrape)
 from ops_helpers import APP_JOB, load_yaml, RECORDING_RULES, PrometheusServer, dashboard_panels, free_port, grafana_expr, rules_of, wait_for
 from serve_process import local_only, start_serve
 from test_ops_fleet import PER_INSTANCE
@@ -32,7 +36,7 @@ import otel_agent_eval
 
 NODE_AGENT = Path(__file__).parent / "node" / "agent.mjs"
 NODE_SPANS, NODE_CALLS, NODE_RUNS = 15, 8, 4  # tests/node/agent.mjs: 15 spans, 8 scored calls (final_answer is ignored), 4 runs
-RUNS = 12
+RUNS = 24  # with the Node agent's 4, 28 traces: each replica gets some (all on one: p = 2 * 2**-28)
 APP = textwrap.dedent(f'''
     """An agent app that knows nothing of otel-agent-eval: {RUNS} runs of support_agent and math_agent."""
     from opentelemetry import trace
@@ -186,17 +190,18 @@ def test_the_fleet_scores_every_call_once_and_adds_up_to_one_replica(tmp_path: P
     with ExitStack() as stack:
         hop_config = next_hop(spans_file, span_metrics_port)
         stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
-        hop = f"http://{hop_config['receivers']['otlp']['protocols']['grpc']['endpoint']}"
-        serve_1, serve_2, one = Replica(hop, "--forward-delay", "0.05"), Replica(hop, "--forward-delay", "0.05"), Replica(None)
+        one = Replica(None)
+        front = fleet_overrides(grpc_endpoint(hop_config), reference=one.endpoint)
+        evaluated = grpc_endpoint(front, "otlp/evaluated")  # the replicas send their spans back to the Collector
+        serve_1, serve_2 = Replica(evaluated, "--forward-delay", "0.05"), Replica(evaluated, "--forward-delay", "0.05")
+        balance_to(front, [serve_1.endpoint, serve_2.endpoint])
         stack.enter_context(replicas(serve_1, serve_2, one))
-        front = front_tier({"otlp": ("http", [serve_1.endpoint, one.endpoint]),
-                            "otlp/node": ("http", [serve_2.endpoint, one.endpoint])})
-        stack.enter_context(Collector(tmp_path, "front", front))
+        collector = stack.enter_context(Collector(tmp_path, "front", front, base=FLEET_COLLECTOR))
         fleet_prom = stack.enter_context(PrometheusServer(mkdir(tmp_path / "prom-fleet"), prometheus_config([serve_1.target, serve_2.target])))
         one_prom = stack.enter_context(PrometheusServer(mkdir(tmp_path / "prom-one"), prometheus_config([one.target])))
 
         run_python_app(tmp_path, receiver_url(front, "otlp", "http"))
-        agent = subprocess.run([node, str(NODE_AGENT), "--endpoint", receiver_url(front, "otlp/node", "http")],
+        agent = subprocess.run([node, str(NODE_AGENT), "--endpoint", receiver_url(front, "otlp", "http")],
                                capture_output=True, text=True, timeout=DEADLINE_S, env=agent_env())
         assert agent.returncode == 0, agent.stderr
 
@@ -207,23 +212,32 @@ def test_the_fleet_scores_every_call_once_and_adds_up_to_one_replica(tmp_path: P
         calls = [s for s in spans if s["name"].startswith("execute_tool") and s["name"] != "execute_tool final_answer"]
         assert len(calls) == total_calls
         assert all("agent_eval.outcome" in s["attributes"] for s in calls)
-        assert all(evaluations(s) for s in calls)
-        # The zero-code exporter judges the app's calls in the app, and the replica judges them again: each of those
-        # calls carries the same evaluation events twice (docs/collector.md). The Node agent's calls, once.
-        for s in calls:
-            events = evaluations(s)
-            if s["resource"]["service.name"] == "fleet-app":
-                assert len(events) % 2 == 0 and events[: len(events) // 2] == events[len(events) // 2:], s["name"]
-        roots = [s for s in spans if s["name"].startswith("invoke_agent")]
-        assert roots and all("agent_eval.run.outcome" in s["attributes"] for s in roots)
+        # The zero-code exporter judges the app's calls in the app, and the replica judges them again: the replica's
+        # evaluation replaces the app's, so every span carries each evaluation once, as the Node agent's spans do.
+        assert all([name for name, _ in evaluations(s)].count("agent_eval.tool_efficiency") == 1 for s in calls)
+        assert all(len(evaluations(s)) == len(dict(evaluations(s))) for s in spans)
+        roots = [s for s in spans if "agent_eval.run.outcome" in s["attributes"]]
+        assert len(roots) == total_runs and all("agent_eval.run_health" in dict(evaluations(s)) for s in roots)
+        # each trace reached one replica whole: its runs count all its calls
+        calls_by_trace = Counter(s["trace_id"] for s in calls)
+        counted_by_trace: Counter[str] = Counter()
+        for root in roots:
+            counted_by_trace[root["trace_id"]] += root["attributes"]["agent_eval.run.tool_calls"]
+        assert counted_by_trace == calls_by_trace
 
         # every call counted once over the replicas, as by the one replica, once Prometheus has the final totals
         for prom in (fleet_prom, one_prom):
             wait_for(lambda p=prom: [s["value"] for s in p.query("sum(agent_eval_tool_calls_total) or vector(0)")] == [total_calls]
                      and [s["value"] for s in p.query("sum(agent_eval_runs_total) or vector(0)")] == [total_runs],
                      timeout_s=DEADLINE_S, what=f"{total_calls} calls and {total_runs} runs in {prom.url}")
+        # the balancer spread the traces over both replicas, and says so per replica
         per_replica = {s["metric"]["instance"]: s["value"] for s in fleet_prom.query("sum by (instance) (agent_eval_tool_calls_total)")}
-        assert per_replica == {serve_1.target: app_calls, serve_2.target: NODE_CALLS}
+        assert set(per_replica) == {serve_1.target, serve_2.target} and all(per_replica.values())
+        for replica in (serve_1, serve_2):
+            accepted = replica.metric("agent_eval_serve_spans_total", outcome="accepted")
+            assert accepted and collector.metric("otelcol_loadbalancer_backend_outcome_total", endpoint=replica.endpoint, success="true")
+        assert sum(r.metric("agent_eval_serve_spans_total", outcome="accepted") for r in (serve_1, serve_2)) == total_spans
+        assert collector.metric("otelcol_exporter_sent_spans_total", exporter=BALANCER) == total_spans
 
         # the recording rules and the dashboard, over the replicas, give the one replica's numbers
         nonempty = 0
@@ -256,8 +270,10 @@ def catalog_names() -> dict[str, str]:
     return {alias: name for name, tool in catalog["tools"].items() for alias in tool.get("aliases") or []}
 
 
-def evaluations(span: dict[str, Any]) -> list[Any]:
-    return [sorted(e["attributes"].items()) for e in span["events"] if e["name"] == "gen_ai.evaluation.result"]
+def evaluations(span: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The span's `gen_ai.evaluation.result` events: (the evaluation's name, its attributes)."""
+    return [(e["attributes"]["gen_ai.evaluation.name"], sorted(e["attributes"].items()))
+            for e in span["events"] if e["name"] == "gen_ai.evaluation.result"]
 
 
 def span_metrics_counts(exposition: str) -> dict[str, float]:
@@ -277,7 +293,8 @@ def mkdir(path: Path) -> Path:
 # -- a replica killed mid-stream and restarted ------------------------------------------------------------
 
 BATCH_SPANS = 10
-BEFORE, WHILE_DOWN, AFTER = 10, 30, 10  # batches: acknowledged by the replica before the kill, sent while it is down, after
+BEFORE, WHILE_DOWN = 10, 20  # batches (each span a trace of its own): acknowledged before the kill, sent while it is down
+GIVE_UP_AFTER = "2s"  # the replicas' exporters' max_elapsed_time (shipped: 120s), so that the give-up is seen soon
 
 
 def tool_batches(count: int, tag: str) -> list[list[Any]]:
@@ -296,62 +313,93 @@ def tool_batches(count: int, tag: str) -> list[list[Any]]:
     return [spans[i:i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
 
 
-def test_a_replica_killed_mid_stream_loses_only_what_it_had_accepted_and_not_forwarded(tmp_path: Path) -> None:
+def dropped_by_collector(log: Path) -> Counter[str]:
+    """Spans the Collector gave up on, per replica endpoint, from its log (JSON lines): "Exporting failed. Dropping
+    data." with `endpoint` and `dropped_items`. Its metrics do not count them (the replicas' exporters inside
+    `load_balancing` report to no meter)."""
+    dropped: Counter[str] = Counter()
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("msg") == "Exporting failed. Dropping data.":
+            dropped[entry["endpoint"]] += entry["dropped_items"]
+    return dropped
+
+
+def test_a_replica_killed_mid_stream_loses_what_it_held_and_what_the_balancer_gave_up(tmp_path: Path) -> None:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     spans_file = tmp_path / "spans.jsonl"
-    before, down, after = tool_batches(BEFORE, "a"), tool_batches(WHILE_DOWN, "b"), tool_batches(AFTER, "c")
+    sent: list[str] = []
     with ExitStack() as stack:
         hop_config = next_hop(spans_file, free_port())
         stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
-        hop = f"http://{hop_config['receivers']['otlp']['protocols']['grpc']['endpoint']}"
-        # the killed life holds what it accepted (forward delay 60 s), so its loss is exactly what it accepted
-        replica = Replica(hop, "--forward-delay", "60")
-        stack.enter_context(replicas(replica))
-        front = front_tier({"otlp": ("grpc", [replica.endpoint])})
-        collector = stack.enter_context(Collector(tmp_path, "front", front))
-        exporter_id = next(iter(front["exporters"]))
-        sender = OTLPSpanExporter(endpoint=receiver_url(front, "otlp", "grpc"), insecure=True, timeout=10)
+        front = fleet_overrides(grpc_endpoint(hop_config), give_up_after=GIVE_UP_AFTER)
+        evaluated = grpc_endpoint(front, "otlp/evaluated")
+        # the killed replica holds what it accepts (forward delay 60 s), so what it loses is what it accepted
+        killed, other = Replica(evaluated, "--forward-delay", "60"), Replica(evaluated, "--forward-delay", "0.05")
+        balance_to(front, [killed.endpoint, other.endpoint])
+        stack.enter_context(replicas(killed, other))
+        collector = stack.enter_context(Collector(tmp_path, "front", front, base=FLEET_COLLECTOR, json_logs=True))
+        sender = OTLPSpanExporter(endpoint=grpc_endpoint(front), insecure=True, timeout=10)
         stack.callback(sender.shutdown)
 
         def send(batches: list[list[Any]]) -> None:
             for batch in batches:
                 assert sender.export(batch) is SpanExportResult.SUCCESS  # the senders see no error, down or not
+                sent.extend(s.name for s in batch)
 
-        def accepted() -> float:
+        def accepted(replica: Replica) -> float:
             return replica.metric("agent_eval_serve_spans_total", outcome="accepted")
 
-        send(before)
-        first_life = wait_for(lambda: (n := accepted()) == BEFORE * BATCH_SPANS and n, timeout_s=DEADLINE_S,
-                              what="the replica to accept the first spans")
-        assert replica.metric("agent_eval_serve_forwarded_spans_total") == 0
-        replica.kill()
-        send(down)
-        # held by the Collector's queue and retries: nothing given up, some waiting in the queue
-        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) > 0, timeout_s=DEADLINE_S,
-                 what="the Collector to queue the replica's share")
-        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
+        def dropped() -> int:
+            return dropped_by_collector(collector.log)[killed.endpoint]
 
-        replica.args[replica.args.index("60")] = "0.05"  # the same ports; forwarding at once from now on
-        replica.start()
-        send(after)
-        second_life = wait_for(lambda: (n := accepted()) == (WHILE_DOWN + AFTER) * BATCH_SPANS and n, timeout_s=DEADLINE_S,
-                               what="the restarted replica to get the held spans and the later ones")
-        wait_for(lambda: collector.metric("otelcol_exporter_queue_size", exporter=exporter_id) == 0, timeout_s=DEADLINE_S,
-                 what="the Collector's queue to drain")
+        send(tool_batches(BEFORE, "a"))
+        wait_for(lambda: accepted(killed) + accepted(other) == len(sent), timeout_s=DEADLINE_S,
+                 what="the replicas to accept the first spans")
+        held = accepted(killed)  # the killed life's accepted spans, none forwarded
+        assert held and killed.metric("agent_eval_serve_forwarded_spans_total") == 0
+        killed.kill()
 
-        # the Collector's account: everything received was sent to the replica, nothing dropped
-        sent_by_app = (BEFORE + WHILE_DOWN + AFTER) * BATCH_SPANS
-        assert collector.metric("otelcol_receiver_accepted_spans_total") == sent_by_app
-        assert collector.metric("otelcol_exporter_sent_spans_total", exporter=exporter_id) == sent_by_app
-        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=exporter_id) == 0
-        # serve's account: the two lives accepted all of it; the killed one had forwarded none
-        assert first_life + second_life == sent_by_app
-        replica.stop()  # SIGTERM: the restarted life forwards everything it accepted
-        expected = {s.name for batch in down + after for s in batch}
-        at_hop = wait_for(lambda: (names := [s["name"] for s in file_spans(spans_file)]) and len(names) >= len(expected) and names,
-                          timeout_s=DEADLINE_S, what="the restarted replica's spans at the next hop")
-        # the loss: exactly the spans the killed process had accepted and not forwarded, none of those sent later
-        assert sorted(at_hop) == sorted(expected)
-        assert not {s.name for batch in before for s in batch} & set(at_hop)
+        # Down: the balancer keeps routing the killed replica's share of trace ids to it (the other replica gets
+        # only its own share), its exporter retries, then gives up on it.
+        other_before = accepted(other)
+        send(tool_batches(WHILE_DOWN, "b"))
+        down = WHILE_DOWN * BATCH_SPANS
+        given_up = wait_for(lambda: (d := dropped()) and d + accepted(other) - other_before == down and d,
+                            timeout_s=DEADLINE_S, what="the Collector to give up on the killed replica's share")
+
+        # Restarted on the same ports: sent on until the balancer reaches it again (its exporter reconnects with
+        # gRPC's backoff, so the first batches for it may be given up too: counted all the same).
+        killed.args[killed.args.index("60")] = "0.05"
+        killed.start()
+        after = itertools.count()
+        wait_for(lambda: send(tool_batches(1, f"c{next(after)}-")) or accepted(killed), timeout_s=DEADLINE_S, interval_s=0.1,
+                 what="the restarted replica to get spans again")
+        wait_for(lambda: held + accepted(killed) + accepted(other) + dropped() == len(sent), timeout_s=DEADLINE_S,
+                 what="every span sent to be accepted by a replica or given up by the Collector")
+
+        # The Collector's metrics count every span as sent to a replica, the given-up ones too: only its log and
+        # serve's counters tell the loss, and they add up to what the apps sent.
+        assert collector.metric("otelcol_receiver_accepted_spans_total", receiver="otlp") == len(sent)
+        assert collector.metric("otelcol_exporter_sent_spans_total", exporter=BALANCER) == len(sent)
+        assert collector.metric("otelcol_exporter_send_failed_spans_total", exporter=BALANCER) == 0
+        outcome = "otelcol_loadbalancer_backend_outcome_total"  # per request handed to a replica's exporter's queue
+        assert collector.metric(outcome, endpoint=killed.endpoint, success="true") > 0
+        assert collector.metric(outcome, endpoint=killed.endpoint, success="false") == 0
+        lost_in_collector = collector.metric("otelcol_exporter_sent_spans_total", exporter=BALANCER) - (
+            held + accepted(killed) + accepted(other))
+        assert lost_in_collector == dropped() >= given_up
+        assert dropped_by_collector(collector.log).keys() == {killed.endpoint}  # the other replica lost nothing
+
+        for replica in (killed, other):
+            replica.stop()  # SIGTERM: each forwards everything it accepted
+        expected = len(sent) - held - dropped()
+        at_hop = wait_for(lambda: (names := [s["name"] for s in file_spans(spans_file)]) and len(names) >= expected and names,
+                          timeout_s=DEADLINE_S, what=f"{expected} spans at the next hop")
+        # the loss: what the killed process had accepted and not forwarded, and what the Collector gave up; no more
+        assert len(at_hop) == len(set(at_hop)) == expected and set(at_hop) <= set(sent)

@@ -225,3 +225,52 @@ def test_traces_marked_for_hand_off_stay_bounded_when_roots_never_end():
         app.tracer.start_span("step", context=set_span_in_context(root), attributes={"openinference.span.kind": "CHAIN"}).end()
     app.processor.force_flush()
     assert len(app.processor._active) <= 4 * 10 + 1
+
+
+def test_a_span_evaluated_upstream_carries_one_evaluation_the_last():
+    """Two processors in series, as the zero-code exporter in an app in front of `serve`: the second replaces the
+    first's evaluation (its attributes and its `gen_ai.evaluation.result` events), counts each call once, and leaves
+    what is not ours alone: the span's own attributes, another evaluator's evaluation event."""
+    exported = InMemorySpanExporter()
+    last = AgentEvalSpanProcessor(registry=(registry := CollectorRegistry()), forward_to=SimpleSpanProcessor(exported),
+                                  environment="development", background=False)
+    first = AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=last, environment="staging", background=False)
+    provider = TracerProvider()
+    provider.add_span_processor(first)
+    tracer = provider.get_tracer("app")
+    # what an earlier evaluation wrote and this one does not (this call's arguments are captured; this run has no loop)
+    stale_tool, stale_run = "agent_eval.arguments_captured", "agent_eval.run.loops"
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            **AGENT, "gen_ai.agent.name": "support_agent", stale_run: 3}):
+        with tracer.start_as_current_span("execute_tool web_search", attributes=tool(
+                "web_search", **{"gen_ai.tool.call.arguments": '{"query": "q"}', stale_tool: False})) as span:
+            span.add_event("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "relevance", "gen_ai.evaluation.score.value": 1.0})
+    spans = {s.name: s for s in exported.get_finished_spans()}
+
+    call, root = spans["execute_tool web_search"], spans["invoke_agent support_agent"]
+    assert call.attributes["agent_eval.threshold"] == 0.6  # development's fail threshold: the last evaluation's
+    assert stale_tool not in call.attributes and call.attributes["gen_ai.tool.name"] == "web_search"
+    names = [e.attributes["gen_ai.evaluation.name"] for e in call.events]
+    assert sorted(names) == ["agent_eval.tool_efficiency", "relevance"]
+    assert stale_run not in root.attributes and root.attributes["agent_eval.run.outcome"] == "completed"
+    run_names = [e.attributes["gen_ai.evaluation.name"] for e in root.events]
+    assert len(run_names) == len(set(run_names)) >= 2 and "agent_eval.run_health" in run_names
+    assert not any(k.startswith("agent_eval.") and not k.startswith("agent_eval.run.") for k in root.attributes)
+    assert registry.get_sample_value("agent_eval_tool_calls_total", {
+        "gen_ai_agent_name": "support_agent", "gen_ai_tool_name": "web_search", "optimal_tool": "local_index",
+        "outcome": "suboptimal", "task": "faq", "verdict": "fail"}) == 1
+
+
+def test_enrichment_recognises_exactly_the_attributes_it_writes():
+    """The names a previous evaluation is recognised by (core/enrich.py) are those enrichment writes: a new
+    attribute must join them, or a span evaluated twice would carry a stale value of it."""
+    from otel_agent_eval.core.enrich import RUN_ATTRIBUTES, TOOL_ATTRIBUTES
+
+    app = App(environment="production")
+    app.run("math_agent", "calculator", "wolfram_alpha")
+    app.run("support_agent", "web_search", error="timeout")
+    app.run(None, "unknown_tool_xyz")
+    spans = app.exported_by_name().values()
+    written = {k for s in spans for k in s.attributes if k.startswith("agent_eval.")}
+    assert written and written <= TOOL_ATTRIBUTES | RUN_ATTRIBUTES
+    assert {k for k in written if k.startswith("agent_eval.run.")} <= RUN_ATTRIBUTES

@@ -6,12 +6,15 @@ import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 
 from otlp_receiver import running_receiver
+from prometheus_client.parser import text_string_to_metric_families
+from serve_process import serving
 
 APP = textwrap.dedent('''
     """A small agent app that knows nothing of otel-agent-eval."""
@@ -45,28 +48,33 @@ def test_the_exporter_entry_point_loads():
     assert entry.load() is AgentEvalSpanExporter
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_opentelemetry_instrument_scores_an_unmodified_app(tmp_path, protocol):
+def run_app(tmp_path: Path, protocol: str, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """APP under `opentelemetry-instrument` with the zero-code exporter (staging thresholds), sending to `endpoint`."""
     app = tmp_path / "app.py"
     app.write_text(APP)
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
-    metrics_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEEPEVAL_"))}
+    env.update({
+        "OTEL_TRACES_EXPORTER": "agent_eval",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_SERVICE_NAME": "support-app",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf" if protocol == "http" else "grpc",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_AGENT_EVAL_METRICS_PORT": str(free_port()),
+        "OTEL_AGENT_EVAL_ENVIRONMENT": "staging",
+        "NO_PROXY": "127.0.0.1,localhost",
+    })
+    run = subprocess.run([str(instrument), sys.executable, str(app)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return run
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_opentelemetry_instrument_scores_an_unmodified_app(tmp_path, protocol):
     with running_receiver(protocol) as receiver:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEEPEVAL_"))}
-        env.update({
-            "OTEL_TRACES_EXPORTER": "agent_eval",
-            "OTEL_METRICS_EXPORTER": "none",
-            "OTEL_LOGS_EXPORTER": "none",
-            "OTEL_SERVICE_NAME": "support-app",
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf" if protocol == "http" else "grpc",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint if protocol == "http" else f"http://{receiver.endpoint}",
-            "OTEL_AGENT_EVAL_METRICS_PORT": str(metrics_port),
-            "OTEL_AGENT_EVAL_ENVIRONMENT": "staging",
-            "NO_PROXY": "127.0.0.1,localhost",
-        })
-        run = subprocess.run([str(instrument), sys.executable, str(app)], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stderr
+        run = run_app(tmp_path, protocol, receiver.endpoint if protocol == "http" else f"http://{receiver.endpoint}")
         spans = {s["name"]: s for s in receiver.wait_for_spans(3, timeout=20)}
     web = spans["execute_tool web_search"]["attributes"]
     assert (web["agent_eval.outcome"], web["agent_eval.optimal_tool"], web["agent_eval.threshold"]) == ("suboptimal", "local_index", 0.75)
@@ -77,3 +85,28 @@ def test_opentelemetry_instrument_scores_an_unmodified_app(tmp_path, protocol):
     assert (root["attributes"]["agent_eval.run.outcome"], root["attributes"]["agent_eval.run.tool_calls"]) == ("completed", 2)
     assert ('agent_eval_tool_calls_total{gen_ai_agent_name="support_agent",gen_ai_tool_name="web_search",'
             'optimal_tool="local_index",outcome="suboptimal",task="faq",verdict="fail"} 1.0') in run.stdout
+
+
+def test_an_app_scoring_in_front_of_serve_sends_on_one_evaluation_per_span(tmp_path):
+    """The zero-code exporter scores in the app (staging thresholds) and `serve` scores again (development): the
+    next hop gets each span with serve's evaluation only, one `gen_ai.evaluation.result` per metric, and serve
+    counts each call once."""
+    with running_receiver("http") as receiver, serving(
+            "--no-grpc", "--http-port", "0", "--metrics-port", "0", "--environment", "development",
+            "--forward-to", receiver.endpoint, "--forward-delay", "0.05",
+            env={k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}) as (process, where):
+        run_app(tmp_path, "http", where["OTLP/HTTP"])
+        spans = {s["name"]: s for s in receiver.wait_for_spans(3, timeout=20)}
+        metrics = urllib.request.urlopen(where["metrics"], timeout=10).read().decode()
+    for name in ("execute_tool web_search", "execute_tool local_index"):
+        attributes, events = spans[name]["attributes"], spans[name]["events"]
+        assert attributes["agent_eval.threshold"] == 0.6, name  # development's fail threshold, not staging's 0.75
+        assert [(e["name"], e["attributes"]["gen_ai.evaluation.name"]) for e in events] == [
+            ("gen_ai.evaluation.result", "agent_eval.tool_efficiency")], name
+    assert spans["execute_tool web_search"]["events"][0]["attributes"]["gen_ai.evaluation.score.label"] == "fail"
+    root = spans["invoke_agent support_agent"]
+    names = [e["attributes"]["gen_ai.evaluation.name"] for e in root["events"]]
+    assert sorted(names) == sorted(set(names)) and "agent_eval.run_health" in names
+    assert root["attributes"]["agent_eval.run.tool_calls"] == 2
+    calls = [s for f in text_string_to_metric_families(metrics) for s in f.samples if s.name == "agent_eval_tool_calls_total"]
+    assert sum(s.value for s in calls) == 2 and {s.labels["gen_ai_tool_name"] for s in calls} == {"web_search", "local_index"}

@@ -35,6 +35,11 @@ OPTIMAL_TOOL, OUTCOME, VERDICT, PASSED, THRESHOLD = A + "optimal_tool", A + "out
 PROFILE, TASK, REASON, COST_USD, EXCESS_COST_USD = A + "profile", A + "task", A + "reason", A + "cost_usd", A + "excess_cost_usd"
 EXCESS_LATENCY_S, SLO_EXCEEDED, AGENT = A + "excess_latency_s", A + "slo_exceeded", A + "agent"
 ARGUMENTS_CAPTURED = A + "arguments_captured"  # set (to false) only when the span carries no arguments
+TOOL_ATTRIBUTES = frozenset((EFFICIENCY_SCORE, COST_SCORE, LATENCY_SCORE, COMPLEXITY_SCORE, OPTIMAL_TOOL, OUTCOME, VERDICT,
+                             PASSED, THRESHOLD, PROFILE, TASK, REASON, COST_USD, EXCESS_COST_USD, EXCESS_LATENCY_S,
+                             SLO_EXCEEDED, AGENT, ARGUMENTS_CAPTURED))
+# The names of the evaluations a run's root carries (`run_evaluations`).
+TASK_COMPLETION, RUN_HEALTH, TOOL_CORRECTNESS = A + "task_completion", A + "run_health", A + "tool_correctness"
 
 
 _SHARED_FIELDS = ("_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent",
@@ -107,18 +112,20 @@ class Enricher:
 
     def enrich(self, span: ReadableSpan, attrs: Mapping[str, Any], score: CallScore, agent: str | None,
                arguments_captured: bool = True) -> EnrichedSpan:
+        """The scored copy of a tool span. A span scored before (by the zero-code exporter of the app that sent it to
+        `serve`, say) has its previous evaluation replaced: our attributes dropped, our evaluation event too."""
         if not self.scores:
             merged = dict(attrs)
             self.redactor.apply(merged)
             return EnrichedSpan(span, merged, self.redactor.events(events_of(span)), self.redactor)
         static_attrs, event_attrs = self._for(score)  # redacted once per static score when redaction is on
         redactor = self.redactor
+        attrs, events = without_previous(attrs, events_of(span), TOOL_ATTRIBUTES, TOOL_EVALUATIONS)
         if redactor is None:
             merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                       EXCESS_LATENCY_S: score.excess_latency_s}
             if agent:
                 merged[AGENT] = agent
-            events = events_of(span)
         else:  # the same dict, each part redacted: the span's own attributes, the cached part, the per-call part
             merged = dict(attrs)
             redactor.apply(merged)
@@ -128,7 +135,7 @@ class Enricher:
                 call[AGENT] = agent
             redactor.apply(call)
             merged.update(call)
-            events = redactor.events(events_of(span))
+            events = redactor.events(events)
         if not arguments_captured:
             merged[ARGUMENTS_CAPTURED] = False
         if not self.span_events:
@@ -162,12 +169,31 @@ _RUN_KEYS = {name: RUN + name for name in (
     "llm_priced_by")}
 _RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity",
                                                       "call_precision"))
+RUN_ATTRIBUTES = frozenset((*_RUN_KEYS.values(), *(key for _, key in _RUN_OPTIONAL)))
+TOOL_EVALUATIONS, RUN_EVALUATIONS = frozenset((EVALUATION_NAME,)), frozenset((TASK_COMPLETION, RUN_HEALTH, TOOL_CORRECTNESS))
+
+
+def without_previous(attrs: Mapping[str, Any], events: tuple[Event, ...], names: frozenset[str],
+                     evaluations: frozenset[str]) -> tuple[Mapping[str, Any], tuple[Event, ...]]:
+    """`attrs` and `events` less a previous evaluation of ours: the attributes in `names` and the
+    `gen_ai.evaluation.result` events named in `evaluations` (what enrichment writes, and nothing else),
+    so that a span evaluated twice carries one evaluation, the last. Unchanged when there is none."""
+    if not names.isdisjoint(attrs):
+        attrs = {key: value for key, value in attrs.items() if key not in names}
+    if events and any(_is_evaluation(event, evaluations) for event in events):
+        events = tuple(event for event in events if not _is_evaluation(event, evaluations))
+    return attrs, events
+
+
+def _is_evaluation(event: Event, evaluations: frozenset[str]) -> bool:
+    return event.name == c.GEN_AI_EVALUATION_RESULT and (event.attributes or {}).get(c.GEN_AI_EVALUATION_NAME) in evaluations
 
 
 def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: Redactor | None = None,
                span_events: bool = True) -> EnrichedSpan:
     """The run's root span with `agent_eval.run.*` attributes and one evaluation event per run metric,
-    all of it redacted (a span that is a copy of ours already was: only what is added here is)."""
+    all of it redacted (a span that is a copy of ours already was: only what is added here is).
+    A run evaluation the root carries already (from an evaluation upstream) is replaced."""
     e, k = run.evaluation, _RUN_KEYS
     attrs = {
         k["outcome"]: e.outcome, k["completion_reason"]: e.completion_reason, k["task"]: run.task,
@@ -193,7 +219,8 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
     end = span.end_time
     events = ([Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass, redactor)]
               if span_events else [])
-    own, base = events_of(span), attribute_dict(span)  # the span's own dict: never changed in place
+    # the span's own dict: never changed in place
+    base, own = without_previous(attribute_dict(span), events_of(span), RUN_ATTRIBUTES, RUN_EVALUATIONS)
     if redactor is not None:
         redactor.apply(attrs)  # the completion reason quotes the root's status description
         if isinstance(span, EnrichedSpan):  # a copy of ours: redacted already, its fields too
@@ -268,11 +295,11 @@ def run_evaluations(run: AgentRun, health_pass: float, redactor: Redactor | None
 
 def _run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     e = run.evaluation
-    out = [_evaluation("agent_eval.task_completion", 1.0 if e.completed else 0.0, e.completed, e.completion_reason),
-           _evaluation("agent_eval.run_health", e.health, e.health >= health_pass,
+    out = [_evaluation(TASK_COMPLETION, 1.0 if e.completed else 0.0, e.completed, e.completion_reason),
+           _evaluation(RUN_HEALTH, e.health, e.health >= health_pass,
                        f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).")]
     if e.tool_correctness is not None:
-        out.append(_evaluation("agent_eval.tool_correctness", e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
+        out.append(_evaluation(TOOL_CORRECTNESS, e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
                                f"Expected tools called: {e.tool_correctness:.2f}."))
     return out
 
