@@ -106,12 +106,16 @@ class NextHop:
         return cls(url, protocol, tuple(parse_header(h) for h in headers), ca_file, client_cert_file, client_key_file,
                    timeout_s, pem)
 
-    def exporter(self) -> SpanExporter:
-        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers)."""
+    def exporter(self, *, keep_messages: bool = False) -> SpanExporter:
+        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers); with
+        `keep_messages`, one that writes received spans from their messages (`message_export.py`)."""
         headers = dict(self.headers) or None
         if self.protocol == GRPC:
             import grpc
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+            if keep_messages:
+                from .message_export import GrpcMessageExporter as GrpcExporter
+            else:
+                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
             credentials = None
             if self.tls and any(self._pem.values()):
@@ -122,8 +126,10 @@ class NextHop:
             grpc_headers = {k.lower(): v for k, v in headers.items()} if headers else None  # gRPC metadata is lower case
             return GrpcExporter(endpoint=self.url, insecure=not self.tls, credentials=credentials,
                                 headers=grpc_headers, timeout=self.timeout_s)
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
+        if keep_messages:
+            from .message_export import HttpMessageExporter as HttpExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
         return HttpExporter(endpoint=self.url, headers=headers, timeout=self.timeout_s,
                             certificate_file=self.ca_file or None, client_certificate_file=self.client_cert_file or None,
                             client_key_file=self.client_key_file or None,

@@ -11,8 +11,9 @@ accepted, close open runs, flush the next hop, then stop serving metrics.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -41,6 +42,12 @@ __all__ = ["ServeConfig", "Service"]
 logger = logging.getLogger(__name__)
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
+MESSAGES_VAR = "AGENT_EVAL_SERVE_MESSAGES"  # "keep" or "reencode": how spans go to the next hop (docs/serve.md)
+
+
+def keep_messages_default() -> bool:
+    """Whether protobuf spans are forwarded from the messages they arrived as (else re-encoded by the SDK)."""
+    return os.environ.get(MESSAGES_VAR, "").strip().lower() == "keep"
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class ServeConfig:
     forward_delay_s: float = 1.0
     retry_after_s: int = 1
     drain_timeout_s: float = 10.0
+    keep_messages: bool = field(default_factory=keep_messages_default)  # never with redaction on (`Service`)
 
     @property
     def hop(self) -> NextHop | None:
@@ -158,8 +166,11 @@ class Service(Listening):
         self.registry = registry
         self.serve_metrics = ServeMetrics(registry=registry)
         self.next_hop = config.hop
+        # Forwarding a span's own message is proven equal to re-encoding it only for what the reader models;
+        # with redaction on, everything forwarded is rebuilt from the redacted spans, as before.
+        self.keep_messages = config.keep_messages and self.pipeline.redactor is None
         if exporter is None and self.next_hop is not None:
-            exporter = self.next_hop.exporter()
+            exporter = self.next_hop.exporter(keep_messages=self.keep_messages)
         if exporter is None:  # nothing to forward to: score, but build no enriched copies
             self.pipeline.enricher = None
         self.forwarder = Forwarder(exporter, self.serve_metrics, limit=config.forward_queue_spans,
@@ -167,6 +178,7 @@ class Service(Listening):
         self.intake = Intake(self.pipeline, forward=self._forward, limit=config.queue_spans, on_seen=self.metrics.seen.bump)
         self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
                                    retry_after_s=config.retry_after_s)
+        self.receiving.keep_messages = self.keep_messages
         self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),
