@@ -42,12 +42,12 @@ __all__ = ["ServeConfig", "Service"]
 logger = logging.getLogger(__name__)
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
-MESSAGES_VAR = "AGENT_EVAL_SERVE_MESSAGES"  # "keep" or "reencode": how spans go to the next hop (docs/serve.md)
+MESSAGES_VAR = "AGENT_EVAL_SERVE_MESSAGES"  # "reencode" turns forwarding from the received messages off (docs/serve.md)
 
 
 def keep_messages_default() -> bool:
     """Whether protobuf spans are forwarded from the messages they arrived as (else re-encoded by the SDK)."""
-    return os.environ.get(MESSAGES_VAR, "").strip().lower() == "keep"
+    return os.environ.get(MESSAGES_VAR, "").strip().lower() != "reencode"
 
 
 @dataclass(frozen=True)
