@@ -18,13 +18,15 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from .otlp_json import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, STATUS_CODES, UNSET, SpanProblem
+from .otlp_messages import Origin, kept
 
 __all__ = ["spans_of_message"]
 
 
-def spans_of_message(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
+def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
+    With `keep`, each span that can be forwarded as it came keeps its message (`otlp_messages.MessageSpan`).
     Raises `SpanProblem` when the bytes are not such a message.
     """
     try:
@@ -37,9 +39,11 @@ def spans_of_message(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
         resource = Resource(attributes(entry.resource.attributes), entry.schema_url or None)
         for scope_entry in entry.scope_spans:
             scope = _scope(scope_entry)
+            origin = Origin(resource, scope) if keep else None
             for item in scope_entry.spans:
                 try:
-                    spans.append(_span(item, resource, scope))
+                    span = _span(item, resource, scope)
+                    spans.append(span if origin is None else kept(span, item, origin))
                 except (SpanProblem, ValueError, TypeError, OverflowError) as exc:
                     problems.append(str(exc))
     return spans, problems

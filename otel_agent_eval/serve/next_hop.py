@@ -107,10 +107,15 @@ class NextHop:
         return cls(url, protocol, tuple(parse_header(h) for h in headers), ca_file, client_cert_file, client_key_file,
                    timeout_s, pem)
 
-    def exporter(self) -> SpanExporter:
-        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers)."""
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+    def exporter(self, *, keep_messages: bool = False) -> SpanExporter:
+        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers); with
+        `keep_messages`, one that writes received spans from their messages (`message_export.py`)."""
+        if keep_messages:
+            from .message_export import GrpcMessageExporter as GrpcExporter
+            from .message_export import HttpMessageExporter as HttpExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
         return self._exporter(GrpcExporter, HttpExporter, self.url)
 

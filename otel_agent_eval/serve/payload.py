@@ -47,15 +47,16 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
-def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *,
-                  limit: int = MAX_REQUEST_BYTES) -> tuple[list[ReadableSpan], list[str]]:
-    """The spans of one export request, and why any single span was skipped.
+def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES,
+                  keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of one export request, and why any single span was skipped; with `keep`, protobuf spans keep
+    their messages, to be forwarded from them (`offline/otlp_messages.py`).
 
     Raises `PayloadError` (or its `TooLarge`, `Unsupported`) when the request as a whole cannot be read.
     """
     kind, data = checked_body(body, content_type, encoding, limit=limit)
     if kind == PROTOBUF:
-        return protobuf_spans(data)
+        return protobuf_spans(data, keep=keep)
     return json_spans(data)
 
 
@@ -68,9 +69,9 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
     return kind, decompressed(body, encoding, limit)
 
 
-def protobuf_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
+def protobuf_spans(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     try:
-        return spans_of_message(data)
+        return spans_of_message(data, keep=keep)
     except SpanProblem as exc:
         raise PayloadError(str(exc)) from None
     except RecursionError:

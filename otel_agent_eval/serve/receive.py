@@ -40,12 +40,14 @@ class Receiving:
         self.max_bytes = max_bytes
         self.retry_after_s = retry_after_s
         self.stopping = False
+        self.keep_messages = False  # protobuf spans keep their messages, to be forwarded from them
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         if self.stopping or not self.intake.has_room():
             return self._refused(transport, body, content_type, encoding)
         try:
-            spans, problems = spans_of_body(body, content_type, encoding, limit=self.max_bytes)
+            spans, problems = spans_of_body(body, content_type, encoding, limit=self.max_bytes,
+                                            keep=self.keep_messages)
         except PayloadError as exc:
             return self._unreadable_body(transport, exc)
         if not self.intake.offer(spans):

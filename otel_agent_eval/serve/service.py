@@ -11,8 +11,9 @@ accepted, close open runs, flush the next hop, then stop serving metrics.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
@@ -46,6 +47,12 @@ logger = logging.getLogger(__name__)
 SERVICE_NAME = "otel-agent-eval"  # the resource of serve's OTLP metrics (OTEL_SERVICE_NAME wins)
 OUR_PREFIXES = ("agent_eval_", "gen_ai_")  # our families in a registry that may hold others (process_*, python_*)
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
+MESSAGES_VAR = "AGENT_EVAL_SERVE_MESSAGES"  # "reencode" turns forwarding from the received messages off (docs/serve.md)
+
+
+def keep_messages_default() -> bool:
+    """Whether protobuf spans are forwarded from the messages they arrived as (else re-encoded by the SDK)."""
+    return os.environ.get(MESSAGES_VAR, "").strip().lower() != "reencode"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class ServeConfig:
     otlp_metrics: NextHop | None = None  # where the metrics also go over OTLP (the CLI's default: the next hop)
     otlp_metrics_interval_s: float | None = None  # default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s
     otlp_histograms: str | None = None  # exponential or explicit (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION)
+    keep_messages: bool = field(default_factory=keep_messages_default)  # never with redaction on (`Service`)
 
     @property
     def hop(self) -> NextHop | None:
@@ -194,8 +202,11 @@ class Service(Listening):
         self.registry = registry
         self.serve_metrics = ServeMetrics(registry=registry)
         self.next_hop = config.hop
+        # Forwarding a span's own message is proven equal to re-encoding it only for what the reader models;
+        # with redaction on, everything forwarded is rebuilt from the redacted spans, as before.
+        self.keep_messages = config.keep_messages and self.pipeline.redactor is None
         if exporter is None and self.next_hop is not None:
-            exporter = self.next_hop.exporter()
+            exporter = self.next_hop.exporter(keep_messages=self.keep_messages)
         if exporter is None:  # nothing to forward to: score, but build no enriched copies
             self.pipeline.enricher = None
         self.forwarder = Forwarder(exporter, self.serve_metrics, limit=config.forward_queue_spans,
@@ -203,6 +214,7 @@ class Service(Listening):
         self.intake = Intake(self.pipeline, forward=self._forward, limit=config.queue_spans, on_seen=self.metrics.seen.bump)
         self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
                                    retry_after_s=config.retry_after_s)
+        self.receiving.keep_messages = self.keep_messages
         self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),

@@ -1,0 +1,253 @@
+"""Spans that keep the OTLP protobuf they arrived as, and export requests written from it: one serialization a hop.
+
+Re-encoding every span with the SDK's OTLP encoder cost `serve` a third of its CPU (issue 27),
+for bytes that were already there. A `MessageSpan` is the `ReadableSpan` the reader builds
+(`otlp_proto.py`), everything the core reads, plus the span's own serialized message. It is
+kept only for a span whose message is exactly what the SDK's encoder would write for that
+view (no field the view drops: empty or repeated attribute keys, values nested too deep,
+status messages on non-errors, links, dropped counts, trace state), so forwarding the
+message forwards what the old path did; the span flags, which the SDK writes without the
+W3C trace flags, are appended as the SDK writes them.
+
+`request_of` writes the spans to forward as one `ExportTraceServiceRequest`: a `MessageSpan`
+or a copy of one the core made (`core/enrich.py`'s `EnrichedSpan`) as the original bytes
+plus what the copy added (attributes and events, appended: a parser merges repeated fields
+in order), grouped by resource and scope as the SDK groups them. Any other span, or a copy
+that changed anything else (a replaced attribute value, a redacted name), is encoded by
+the SDK as before.
+
+    >>> spans, problems = spans_of_message(data, keep=True)   # otlp_proto.py
+    >>> body = request_of(forwarded)                          # bytes of an ExportTraceServiceRequest
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import islice
+from operator import is_
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common._internal import (_encode_instrumentation_scope, _encode_key_value,
+                                                                 _encode_resource)
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from .otlp_json import HAS_IS_REMOTE, IS_REMOTE
+
+__all__ = ["MessageSpan", "Origin", "kept", "request_of"]
+
+# The fields a copy shares with its original when the core only added attributes and events to it.
+_SHARED = ("_name", "_context", "_parent", "_kind", "_status", "_links", "_resource", "_start_time", "_end_time",
+           "_instrumentation_scope")
+_CACHE_LIMIT = 20_000
+
+
+class Origin:
+    """The resource and scope of the spans of one `ScopeSpans`, encoded once, as the SDK encodes them."""
+
+    __slots__ = ("resource_key", "scope_key")
+
+    def __init__(self, resource: Resource, scope: InstrumentationScope | None) -> None:
+        self.resource_key = (_encode_resource(resource).SerializeToString(), resource.schema_url or "")
+        self.scope_key = (_encode_instrumentation_scope(scope).SerializeToString(),
+                          (scope.schema_url or "") if scope is not None else "")
+
+
+class MessageSpan(ReadableSpan):
+    """A received span that keeps its serialized message (`_message`) and where it came from (`_origin`)."""
+
+    _message: bytes
+    _origin: Origin
+
+
+def kept(span: ReadableSpan, item: Any, origin: Origin) -> ReadableSpan:
+    """`span` (read from the upb message `item`) as a `MessageSpan`, or as it is when writing the message back
+    would not give what the SDK's encoder gives for it."""
+    try:
+        return _kept(span, item, origin)
+    except Exception:  # noqa: BLE001 - a span that cannot be checked is forwarded as the SDK writes it
+        return span
+
+
+def _kept(span: ReadableSpan, item: Any, origin: Origin) -> ReadableSpan:
+    if (item.trace_state or item.links or item.dropped_attributes_count or item.dropped_events_count
+            or item.dropped_links_count or not 0 < item.kind < 6):
+        return span
+    status = item.status
+    if status.message and status.code != 2 or not 0 <= status.code <= 2:
+        return span
+    if not _complete(item.attributes, span._attributes):
+        return span
+    events = span._events
+    if events:
+        for message, event in zip(item.events, events):
+            if not message.time_unix_nano or message.dropped_attributes_count or not _complete(message.attributes,
+                                                                                               event.attributes):
+                return span
+    parent = span._parent
+    flags = HAS_IS_REMOTE | IS_REMOTE if parent is not None and parent.is_remote else HAS_IS_REMOTE
+    data = item.SerializeToString()
+    if item.flags != flags:  # the last value of a field wins: the flags as the SDK writes them
+        data += b"\x85\x01" + flags.to_bytes(4, "little")
+    if not item.HasField("status"):  # the SDK writes one always, empty when unset
+        data += b"\x7a\x00"
+    out = MessageSpan.__new__(MessageSpan)
+    out.__dict__.update(span.__dict__)
+    out._message, out._origin = data, origin
+    return out
+
+
+def _complete(items: Any, decoded: Any) -> bool:
+    """Whether `decoded` holds every key and value of the `KeyValue`s `items` (none empty, repeated or too deep)."""
+    if len(items) != len(decoded):
+        return False
+    for value in decoded.values():
+        if type(value) is tuple or type(value) is dict:  # a nested value: compare it element by element
+            return all(_same_value(kv.value, decoded[kv.key]) for kv in items)
+    return True
+
+
+def _same_value(message: Any, value: Any) -> bool:
+    if type(value) is tuple:
+        values = message.array_value.values
+        return len(values) == len(value) and all(_same_value(m, v) for m, v in zip(values, value))
+    if type(value) is dict:
+        return _complete(message.kvlist_value.values, value)
+    return True
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+
+def request_of(spans: Sequence[ReadableSpan]) -> bytes:
+    """The serialized `ExportTraceServiceRequest` of `spans`: kept messages as they are, with the core's additions."""
+    groups: dict[tuple[bytes, str], dict[tuple[bytes, str], list[bytes]]] = {}
+    others: list[ReadableSpan] = []
+    for span in spans:
+        written = _written(span)
+        if written is None:
+            others.append(span)
+            continue
+        data, origin = written
+        scopes = groups.get(origin.resource_key)
+        if scopes is None:
+            scopes = groups[origin.resource_key] = {}
+        chunks = scopes.get(origin.scope_key)
+        if chunks is None:
+            chunks = scopes[origin.scope_key] = []
+        chunks.append(data)
+    out = bytearray()
+    for (resource, resource_schema), scopes in groups.items():
+        body = bytearray(_field(b"\x0a", resource))  # ResourceSpans.resource
+        for (scope, scope_schema), chunks in scopes.items():
+            inner = bytearray(_field(b"\x0a", scope))  # ScopeSpans.scope
+            for data in chunks:
+                inner += _field(b"\x12", data)  # ScopeSpans.spans
+            if scope_schema:
+                inner += _field(b"\x1a", scope_schema.encode())
+            body += _field(b"\x12", inner)  # ResourceSpans.scope_spans
+        if resource_schema:
+            body += _field(b"\x1a", resource_schema.encode())
+        out += _field(b"\x0a", body)  # ExportTraceServiceRequest.resource_spans
+    if others:  # requests concatenate: their resource_spans add up
+        out += encode_spans(others).SerializeToString()
+    return bytes(out)
+
+
+def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
+    """The span's message with what the core added, or None when it is not (a copy of) a kept one."""
+    original = span
+    while type(original) is not MessageSpan:
+        original = original.__dict__.get("_original")  # our copies (EnrichedSpan) keep what they copy
+        if original is None:
+            return None
+    if original is span:
+        return span._message, span._origin
+    mine, theirs = span.__dict__, original.__dict__
+    for name in _SHARED:
+        if mine.get(name) is not theirs[name]:
+            return None
+    added = bytearray()
+    attrs, base = mine.get("_attributes"), theirs["_attributes"]
+    if attrs is not base:
+        n = len(base)  # the copy's first n attributes must be the original's, as they were; the rest are added
+        if (type(attrs) is not dict or len(attrs) < n or list(islice(attrs, n)) != list(base)
+                or not all(map(is_, islice(attrs.values(), n), base.values()))):
+            return None
+        for key, value in islice(attrs.items(), n, None):
+            field = _cached_field(b"\x4a", key, value)  # Span.attributes
+            if field is None:
+                return None
+            added += field
+    events, own = mine.get("_events"), theirs["_events"]
+    if events is not own:
+        n = len(own)
+        if len(events) < n or any(a is not b for a, b in zip(events, own)):
+            return None
+        for event in events[n:]:
+            data = _event_bytes(event)
+            if data is None:
+                return None
+            added += _field(b"\x5a", data)  # Span.events
+    return original._message + added, original._origin
+
+
+def _event_bytes(event: Any) -> bytes | None:
+    if event.dropped_attributes:
+        return None
+    out = bytearray()
+    if event.timestamp:
+        out += b"\x09" + event.timestamp.to_bytes(8, "little")  # Event.time_unix_nano, fixed64
+    if event.name:
+        out += _field(b"\x12", event.name.encode())
+    for key, value in (event.attributes or {}).items():
+        field = _cached_field(b"\x1a", key, value)  # Event.attributes
+        if field is None:
+            return None
+        out += field
+    return bytes(out)
+
+
+_fields: dict[tuple[bytes, str, type, Any], bytes] = {}
+
+
+def _cached_field(tag: bytes, key: str, value: Any) -> bytes | None:
+    """One attribute as a `KeyValue` field, as the SDK's encoder writes it (cached: most of ours repeat); None if
+    it cannot be."""
+    try:
+        cache_key = (tag, key, type(value), value)
+        field = _fields.get(cache_key)
+    except TypeError:  # unhashable: a list or dict value
+        cache_key, field = None, None
+    if field is not None:
+        return field
+    kv = _kv_bytes(key, value)
+    if kv is None:
+        return None
+    field = _field(tag, kv)
+    if cache_key is not None:
+        if len(_fields) >= _CACHE_LIMIT:
+            _fields.clear()
+        _fields[cache_key] = field
+    return field
+
+
+def _kv_bytes(key: str, value: Any) -> bytes | None:
+    """One `KeyValue` as the SDK's encoder writes it; None if it cannot (the SDK's encoder then decides: it logs)."""
+    try:
+        return _encode_key_value(key, value).SerializeToString()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _field(tag: bytes, data: bytes | bytearray) -> bytes:
+    """A length-delimited field: its tag, the length as a varint, the bytes."""
+    n = len(data)
+    if n < 0x80:
+        return tag + bytes((n,)) + data
+    head = bytearray(tag)
+    while n >= 0x80:
+        head.append(n & 0x7F | 0x80)
+        n >>= 7
+    head.append(n)
+    return bytes(head) + data
