@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 SERVICE_NAME = "otel-agent-eval"  # the resource of serve's OTLP metrics (OTEL_SERVICE_NAME wins)
 OUR_PREFIXES = ("agent_eval_", "gen_ai_")  # our families in a registry that may hold others (process_*, python_*)
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
-MESSAGES_VAR = "AGENT_EVAL_SERVE_MESSAGES"  # "reencode" turns forwarding from the received messages off (docs/serve.md)
+MESSAGES_VAR = "OTEL_AGENT_EVAL_SERVE_MESSAGES"  # "reencode" turns forwarding from the received messages off (docs/serve.md)
 
 
 def keep_messages_default() -> bool:
