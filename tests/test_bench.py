@@ -59,12 +59,19 @@ def test_a_quick_run_reports_every_section_and_row_with_positive_figures(quick: 
         assert row["error"] is None and row["build_over_s"] is None, row
         _positive(row, "parse_s", "build_s", "route_repeated_us", "route_fresh_us")
 
+    baseline, routed = result["routing"]  # the no-routes baseline beside the glob routes, in the same run
+    assert baseline["routes"] == 0 and baseline["bound_us"] is None
+    assert routed["routes"] == bench.SIZES["quick"]["glob_routes"] and routed["bound_us"] == bench.ROUTE_BOUND_US
+    assert isinstance(routed["bound_met"], bool)
+    for row in (baseline, routed):
+        _positive(row, "cpu_us_per_span", "route_new_value_us", "route_calls")
+
 
 def test_the_report_names_every_variant_and_says_whether_each_target_is_met(quick: dict[str, Any]) -> None:
     report = bench.format_report(quick)
     for _, label in bench.VARIANTS:
         assert label in report
-    for heading in ("OVERHEAD PER SPAN", "THROUGHPUT", "SCRAPE UNDER LOAD", "SCRAPE SIZE", "CATALOG SCALE"):
+    for heading in ("OVERHEAD PER SPAN", "THROUGHPUT", "SCRAPE UNDER LOAD", "SCRAPE SIZE", "CATALOG SCALE", "ROUTING A NEW VALUE"):
         assert heading in report
     assert report.count("Target (issue #11)") == len(bench.TARGETS)
     assert all(("met." in line or "MISSED by" in line) for line in report.splitlines() if line.startswith("Target"))

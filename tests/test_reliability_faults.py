@@ -16,6 +16,8 @@ so it takes a couple of seconds, not 30.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -277,3 +279,72 @@ def test_a_scrape_never_waits_on_a_blocked_forwarded_processor():
         for thread in threads:
             thread.join(10.0)
         app.provider.shutdown()
+
+
+# -- what a hung exporter does to span.end(), by the processor it sits behind (issue 30, item 4) ----------
+
+
+def test_a_hung_exporter_behind_a_forwarded_batch_processor_never_stalls_span_end_even_with_the_hand_off_full():
+    """The processor's thread stuck (a user callback that hangs) fills the hand-off queue; every span refused
+    then goes to the forwarded BatchSpanProcessor on the app's thread, whose on_end only queues (and drops
+    when full): with its exporter hung too, span.end() still returns, every time."""
+    exporter = HangingExporter()
+    stuck = threading.Event()
+    release = threading.Event()
+
+    def hang(record, score) -> None:
+        stuck.set()
+        release.wait()
+
+    forward = BatchSpanProcessor(exporter, max_queue_size=QUEUE, max_export_batch_size=BATCH, schedule_delay_millis=20)
+    app = App(forward_to=forward, queue_limit=64, on_call=hang)
+    try:
+        _produce_bounded(app, 1, "before the processor's thread is stuck")
+        assert stuck.wait(10)
+        _, tools = _produce_bounded(app, 5_000, "hand-off full, exporter hung")  # returns: the liveness check
+        assert app.self_metric("tool_calls_unscored") >= tools - 64  # refused, counted, passed on to the batch processor
+        assert exporter.entered.wait(10)  # which hands them to the hung exporter, on its own thread
+    finally:
+        release.set()
+        exporter.release()
+    _shutdown_bounded(app, "batch processor, exporter released")
+
+
+def _wait_until(condition, what: str) -> None:
+    """Liveness-bounded wait for a condition another thread makes true (not a timing assertion)."""
+    deadline = time.monotonic() + LIVENESS_TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {LIVENESS_TIMEOUT_S:g} s")
+        time.sleep(0.001)
+
+
+def test_a_hung_exporter_behind_a_forwarded_simple_processor_stalls_span_end_as_it_would_alone():
+    """SimpleSpanProcessor exports inside on_end, on the thread that calls it. Spans that need no scoring are
+    passed to it on the app's thread at once, and so, once the hand-off queue is full, are the refused ones:
+    with its exporter hung, span.end() waits in that export, as it would with SimpleSpanProcessor alone.
+    What the hand-off holds off: the first `queue_limit` tool spans after the processor's thread got stuck."""
+    exporter = HangingExporter()
+    app = App(forward_to=SimpleSpanProcessor(exporter), queue_limit=8)
+    ended = []
+
+    def end_tool_spans() -> None:
+        for _ in range(20):
+            app.tracer.start_span("execute_tool", attributes=tool_attrs("web_search")).end()
+            ended.append(threading.current_thread().name)
+
+    try:
+        app.tracer.start_span("execute_tool", attributes=tool_attrs("web_search")).end()
+        assert exporter.entered.wait(10)  # the processor's thread is stuck in the export of the first span
+        app_thread, _ = in_thread(end_tool_spans, "app-thread")
+        _wait_until(lambda: exporter.calls == 2, "the second export")
+        # 8 queued (the queue limit) returned at once; the 9th was refused and is stuck in the export on the app's thread
+        assert app_thread.is_alive() and len(ended) == 8
+        plain, _ = in_thread(lambda: app.tracer.start_span("GET /").end(), "plain-span")
+        _wait_until(lambda: exporter.calls == 3, "the third export")
+        assert plain.is_alive()  # a span with nothing to score goes straight to it, and waits there
+    finally:
+        exporter.release()
+    join_or_fail([app_thread, plain], LIVENESS_TIMEOUT_S, "span.end() once the exporter is released")
+    assert len(ended) == 20
+    _shutdown_bounded(app, "simple processor, exporter released")

@@ -326,6 +326,11 @@ class GateLevel:
     higher_is_better: bool = True
 
 
+def match_text(value: Any) -> str:
+    """The text a route's `match` patterns are compared with: a string as is, an enum by its value."""
+    return value if type(value) is str else str.__str__(value) if isinstance(value, str) else str(value)
+
+
 @dataclass(frozen=True)
 class TaskRoute:
     """Which task a span belongs to, and what good tool use looks like for it."""
@@ -346,7 +351,7 @@ class TaskRoute:
             value = lookup(key)
             if value is None:
                 return False
-            text = value if type(value) is str else str.__str__(value) if isinstance(value, str) else str(value)  # an enum by its value
+            text = match_text(value)
             if not any(text == p or fnmatch.fnmatchcase(text, p) for p in patterns):
                 return False
         return True

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import conventions as c
-from ..config.catalog import Catalog, TaskRoute, Thresholds, Tool
+from ..config.catalog import Catalog, TaskRoute, Thresholds, Tool, match_text
 from .efficiency import best_tool, complexity_mismatch, complexity_score, ratio_score, selection_reason, weighted_score
 from .recognize import ToolCallRecord
 
@@ -281,40 +281,111 @@ def choice_of(is_optimal: bool, listed_acceptable: bool, efficiency: float, thre
     return SUBOPTIMAL, WARN if efficiency >= thresholds.fail else FAIL
 
 
-class _RouteIndex:
-    """The routes in catalog order, with those that match exact values found by a dict look-up.
+_WILDCARDS = "*?["
 
-    A route whose first `match` key lists only plain values (no `*?[` wildcards) is indexed
-    under each (key, value); the others are tried in turn. The first matching route in
-    catalog order wins, as a scan of them all would decide, but a call looks at its
-    candidates only, so the cost does not grow with the number of exact-value routes.
+
+def _literal_ends(pattern: str) -> tuple[str, str]:
+    """The literal text every value a glob matches starts and ends with ('' where it opens or closes with a
+    wildcard). fnmatch has no escapes: what precedes the first `*?[` is literal, and so is what follows the
+    last `*?[]` (a bracket expression closes with `]`; an unclosed `[` is literal anyway)."""
+    start = next((i for i, ch in enumerate(pattern) if ch in _WILDCARDS), len(pattern))
+    end = next((i for i in range(len(pattern) - 1, -1, -1) if pattern[i] in "*?[]"), -1)
+    return pattern[:start], pattern[end + 1:]
+
+
+class _Bucketed:
+    """Route numbers filed under one attribute's exact values, literal prefixes and literal suffixes."""
+
+    def __init__(self) -> None:
+        self.exact: dict[str, list[int]] = {}
+        self.prefix: dict[str, list[int]] = {}
+        self.suffix: dict[str, list[int]] = {}
+        self.prefix_lengths: tuple[int, ...] = ()
+        self.suffix_lengths: tuple[int, ...] = ()
+
+    def file(self, kind: str, text: str, i: int) -> None:
+        bucket = getattr(self, kind).setdefault(text, [])
+        if not bucket or bucket[-1] != i:
+            bucket.append(i)
+
+    def seal(self) -> None:
+        self.prefix_lengths = tuple(sorted({len(t) for t in self.prefix}))
+        self.suffix_lengths = tuple(sorted({len(t) for t in self.suffix}))
+
+    def candidates(self, text: str, out: list[int]) -> None:
+        out += self.exact.get(text, ())
+        size = len(text)
+        for n in self.prefix_lengths:  # a few distinct lengths, not one per route
+            if n > size:
+                break
+            out += self.prefix.get(text[:n], ())
+        for n in self.suffix_lengths:
+            if n > size:
+                break
+            out += self.suffix.get(text[size - n:], ())
+
+
+class _RouteIndex:
+    """The routes in catalog order, each filed under one of its `match` keys, so that a call with a value
+    never seen looks at a handful of candidates, not at every route.
+
+    A pattern is filed by its text if it has no wildcards, else by its literal prefix or suffix (the
+    longer): `tenant-42*` under the prefix `tenant-42`, `*-eu` under the suffix `-eu`. A value then
+    finds its candidates with one dict look-up per distinct prefix or suffix length. Each route is
+    filed under the key whose buckets are least crowded (any key will do: a route matches only if
+    all its keys do); a route with no key whose every pattern has a literal end (`*eu*`, `[ab]*`,
+    or no `match` at all) is tried on every call. The first matching route in catalog order wins,
+    as a scan of them all would decide (property-tested against that scan).
     """
 
     def __init__(self, routes: tuple[TaskRoute, ...]) -> None:
-        self._exact: dict[tuple[str, str], list[int]] = {}
-        self._keys: list[str] = []
-        self._scanned: list[int] = []
         self._routes = routes
-        for i, route in enumerate(routes):
-            key, patterns = next(iter(route.match.items()), (None, ()))
-            if key is None or any(ch in p for p in patterns for ch in "*?["):
+        self._scanned: list[int] = []
+        self._by_key: dict[str, _Bucketed] = {}
+        filings = [{key: _filing(patterns) for key, patterns in route.match.items()} for route in routes]
+        crowd: dict[tuple[str, str, str], int] = {}
+        for filed in filings:
+            for key, entries in filed.items():
+                for kind, text in entries or ():
+                    crowd[(key, kind, text)] = crowd.get((key, kind, text), 0) + 1
+        for i, filed in enumerate(filings):
+            usable = [(sum(crowd[(key, kind, text)] for kind, text in entries), n, key, entries)
+                      for n, (key, entries) in enumerate(filed.items()) if entries is not None]
+            if not usable:
                 self._scanned.append(i)
                 continue
-            if key not in self._keys:
-                self._keys.append(key)
-            for pattern in patterns:
-                self._exact.setdefault((key, pattern), []).append(i)
+            _, _, key, entries = min(usable)
+            buckets = self._by_key.setdefault(key, _Bucketed())
+            for kind, text in entries:
+                buckets.file(kind, text, i)
+        for buckets in self._by_key.values():
+            buckets.seal()
 
     def first_match(self, lookup: Callable[[str], Any]) -> TaskRoute | None:
         candidates = list(self._scanned)
-        for key in self._keys:
+        for key, buckets in self._by_key.items():
             value = lookup(key)
             if value is not None:
-                candidates += self._exact.get((key, str(value)), ())
-        for i in sorted(candidates) if len(candidates) > 1 else candidates:
-            if self._routes[i].matches(lookup):
-                return self._routes[i]
+                buckets.candidates(match_text(value), candidates)
+        routes = self._routes
+        for i in sorted(set(candidates)) if len(candidates) > 1 else candidates:
+            if routes[i].matches(lookup):
+                return routes[i]
         return None
+
+
+def _filing(patterns: tuple[str, ...]) -> list[tuple[str, str]] | None:
+    """Where a key's patterns are filed: ("exact" | "prefix" | "suffix", text) each; None if one cannot be."""
+    entries = []
+    for pattern in patterns:
+        if not any(ch in pattern for ch in _WILDCARDS):
+            entries.append(("exact", pattern))
+            continue
+        prefix, suffix = _literal_ends(pattern)
+        if not prefix and not suffix:
+            return None
+        entries.append(("prefix", prefix) if len(prefix) >= len(suffix) else ("suffix", suffix))
+    return entries or None
 
 
 def _can_serve(route: TaskRoute, tool: Tool) -> bool:

@@ -11,13 +11,18 @@ in the main thread between any two bytecodes, including inside `threading.Event`
 `Condition`, whose Python-level `__enter__` can then leave their lock held for good. So
 nothing here that the app's thread may run uses them: the worker's bell and the drains'
 replies are raw `_thread` locks (released by one thread, acquired by another), and the
-worker is started when the queue is built, not inside `span.end()`.
+worker is started when the queue is built, not inside `span.end()`. Nor `Thread.is_alive()`
+or `join()`: interrupted at the wrong moment they release the *running* thread's state lock
+and mark it stopped for good (CPython 3.11 `Thread._wait_for_tstate_lock`), so the worker
+says itself whether it runs (`_running`) and releases a raw lock when it ends (`_ended`).
+`call_within` is the same rule for running a call that may hang (a forwarded flush).
 """
 from __future__ import annotations
 
 import _thread
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -53,9 +58,17 @@ class SpanQueue:
         self._asked: deque[Any] = deque()  # replies owed to drains: raw locks the worker releases
         self._stopped = False
         self._worker: threading.Thread | None = None
+        self._running = False  # set before the worker starts, cleared by the worker as it ends
+        self._ended = _thread.allocate_lock()  # held while the worker runs: stop() waits to acquire it
         if self._background:
+            self._ended.acquire()
+            self._running = True
             self._worker = threading.Thread(target=self._run, name=self._name, daemon=True)
-            self._worker.start()
+            try:
+                self._worker.start()
+            except BaseException:
+                self._running = False
+                raise
 
     def __len__(self) -> int:
         return len(self._items)
@@ -78,7 +91,7 @@ class SpanQueue:
         """Have everything queued now processed; False if that did not happen within `timeout_s`
         (the worker may be stuck in a hanging exporter). The worker itself never waits on itself."""
         worker = self._worker
-        if worker is None or not worker.is_alive():
+        if worker is None or not self._running:
             self._consume_inline(tick=True)
             return True
         if worker is threading.current_thread():  # a callback flushing from inside the consumer
@@ -86,6 +99,9 @@ class SpanQueue:
         reply = _thread.allocate_lock()
         reply.acquire()
         self._asked.append(reply)
+        if not self._running:  # the worker ended meanwhile: nobody would answer
+            self._consume_inline(tick=True)
+            return True
         self._ring()
         return reply.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s))
 
@@ -93,10 +109,10 @@ class SpanQueue:
         """Stop the worker after it has drained; later puts are consumed at once on their thread."""
         self._stopped = True
         worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
+        if worker is not None and worker is not threading.current_thread() and self._running:
             self._ring()
-            worker.join(timeout_s)
-            if worker.is_alive():
+            self._ended.acquire(timeout=timeout_s)
+            if self._running:
                 return  # stuck downstream: what it holds stays with it
         self._consume_inline()
 
@@ -138,6 +154,15 @@ class SpanQueue:
                 logger.exception("otel-agent-eval: span hand-off failed; the worker goes on")
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:  # however it ends: drains and stop() no longer wait for it
+            self._running = False
+            self._ended.release()
+            while self._asked:
+                self._asked.popleft().release()
+
+    def _serve(self) -> None:
         asked = self._asked
         while True:
             if self._items:  # behind: no sleep, but take the ring of this pass
@@ -154,3 +179,54 @@ class SpanQueue:
                 while asked:
                     asked.popleft().release()
                 return
+
+
+class TimedCall:
+    """Runs `call(timeout_s) -> bool` on a thread of its own for callers that wait at most their timeout
+    (a forwarded `force_flush`, which may hang past its own), with only raw locks on the caller's side.
+
+    One thread serves the calls asked while it runs, in batches: everyone who asked before a call
+    starts gets its result. Behind a call that hangs, later callers time out (False) instead of
+    each leaving one more thread stuck. The thread is a raw `_thread` one: `Thread.start()` waits
+    on an `Event`, which an interrupt can break (module docstring).
+    """
+
+    def __init__(self, call: Callable[[float], bool]) -> None:
+        self._call = call
+        self._asked: deque[tuple[Any, list[bool], float]] = deque()  # (reply lock, answer, deadline)
+        self._serving = False  # set by a serving thread while it runs
+
+    def __call__(self, timeout_s: float) -> bool:
+        reply = _thread.allocate_lock()
+        reply.acquire()
+        answer: list[bool] = []
+        self._asked.append((reply, answer, time.monotonic() + timeout_s))
+        if not self._serving:  # a second thread at worst, if one is just starting or ending: both serve
+            _thread.start_new_thread(self._serve, ())
+        reply.acquire(timeout=max(0.0, timeout_s))
+        return bool(answer and answer[0])
+
+    def _serve(self) -> None:
+        self._serving = True
+        while True:
+            batch = []
+            while True:
+                try:
+                    batch.append(self._asked.popleft())
+                except IndexError:
+                    break
+            if not batch:
+                self._serving = False
+                if not self._asked:  # asked after the pop saw none: serve it (its caller saw us serving)
+                    return
+                self._serving = True
+                continue
+            remaining = max(deadline for _, _, deadline in batch) - time.monotonic()
+            try:
+                result = remaining > 0 and bool(self._call(remaining))
+            except BaseException:  # noqa: BLE001 - the call counts its own; the thread must go on answering
+                logger.exception("otel-agent-eval: a timed call failed")
+                result = False
+            for reply, answer, _ in batch:
+                answer.append(result)
+                reply.release()

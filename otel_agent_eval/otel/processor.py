@@ -26,7 +26,7 @@ from ..config.catalog import Catalog, PathLike
 from ..config.settings import check_arguments
 from ..core import conventions as c
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
-from .handoff import DEFAULT_LIMIT, SpanQueue
+from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
 from .wiring import build_pipeline, link_otlp_metrics
@@ -77,6 +77,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
         self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
         self._active_limit = 4 * max_open_traces
+        self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
                                 tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
         self.metrics.before_collect = lambda: self._queue.drain(timeout_s=COLLECT_WAIT_S)
@@ -108,6 +109,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.metrics.reset_after_fork()
         self.runs.reset_after_fork()
         self._queue.reset_after_fork()
+        self._flush_forwarded = TimedCall(self._forward_flush)  # its thread, if one ran, is not in the child
         self._active = {}
         if self.pipeline.enricher is not None:
             self.pipeline.enricher._lock = threading.Lock()
@@ -221,20 +223,19 @@ class AgentEvalSpanProcessor(SpanProcessor):
             self.pipeline.failed("force_flush", exc)
         if self.forward_to is None:
             return True
-        remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-        result: list[bool] = []
+        try:
+            return self._flush_forwarded(max(0.0, deadline - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - e.g. no thread could be started
+            self.pipeline.failed("force_flush", exc)
+            return False
 
-        def flush() -> None:  # BatchSpanProcessor ignores its timeout while an export hangs; we do not
-            try:
-                result.append(bool(self.forward_to.force_flush(remaining_ms)))
-            except Exception as exc:  # noqa: BLE001
-                self.pipeline.failed("forward force_flush", exc, "forward_errors")
-                result.append(False)
-
-        flusher = threading.Thread(target=flush, name="otel-agent-eval-flush", daemon=True)
-        flusher.start()
-        flusher.join(remaining_ms / 1000)
-        return bool(result and result[0])
+    def _forward_flush(self, timeout_s: float) -> bool:
+        """On `TimedCall`'s thread: BatchSpanProcessor ignores its timeout while an export hangs; we do not."""
+        try:
+            return bool(self.forward_to.force_flush(int(timeout_s * 1000)))
+        except Exception as exc:  # noqa: BLE001
+            self.pipeline.failed("forward force_flush", exc, "forward_errors")
+            return False
 
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""

@@ -36,7 +36,9 @@ Why it measures this way:
 - Secondary sections, short: the processor alone (`background=False`) as throughput per
   core; scrape latency while another thread ends runs flat out; the exposition size for
   many series beside a plain prometheus_client peer; catalog build time and routing cost
-  at scale (in a subprocess, with the build capped rather than left to hang).
+  at scale (in a subprocess, with the build capped rather than left to hang); routing a
+  tenant.id that is new on every span through 10,000 glob routes, beside no routes at all
+  (issue 30: a never-seen value once cost a match per route; the bound is 50 µs).
 - On request (`--section instructions`, minutes, needs valgrind): every variant's
   instructions per span, counted by cachegrind in child processes that end N and 2N runs
   (the difference is N runs' work), and the misses of a simulated 512 KiB 8-way L2 (a
@@ -105,6 +107,7 @@ SAMPLE_EVERY = 11  # runs; coprime with the 5-run cycle, so every tool's end() g
 
 TARGETS = {"ours": 1.8, "ours+copies": 2.3}  # issue #11: total CPU per span, as a ratio to the bare SDK
 BUILD_CAP_S = 30.0
+ROUTE_BOUND_US = 50.0  # issue 30: routing a never-seen attribute value, at 10,000 glob routes
 PARSE_CAP_S = 180.0
 SCRAPE_PAUSE_S = 0.01
 OTLP_INTERVAL_S = 1.0  # the OTLP metrics section collects this often while spans end (the SDK's default is 60 s)
@@ -113,13 +116,13 @@ SIZES: dict[str, dict[str, Any]] = {
     "default": {"runs": 20_000, "rounds": 20, "warmup": 200, "throughput_runs": 4_000, "throughput_rounds": 3,
                 "scrape_s": 5.0, "scrapes": 20, "series": (50, 20), "series_calls": 3,
                 "catalogs": ((10_000, 0), (1_000, 1_000)), "route_calls": (100_000, 2_000), "route_cap_s": 2.0,
-                "counted_runs": 300},
+                "counted_runs": 300, "glob_routes": 10_000, "routing_spans": 4_000, "routing_rounds": 5},
     "quick": {"runs": 60, "rounds": 2, "warmup": 10, "throughput_runs": 40, "throughput_rounds": 1,
               "scrape_s": 0.3, "scrapes": 2, "series": (5, 2), "series_calls": 1,
               "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2,
-              "counted_runs": 10},
+              "counted_runs": 10, "glob_routes": 200, "routing_spans": 100, "routing_rounds": 1},
 }
-SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics")  # the full run
+SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics", "routing")  # the full run
 ON_REQUEST = ("instructions", "floor")  # minutes under valgrind; a diagnostic of the targets: run when asked for
 
 
@@ -671,6 +674,58 @@ def catalog_scale(tools: int, routes: int, repeated_calls: int, fresh_calls: int
     return row
 
 
+# -- secondary: routing on an attribute whose value is new on every span ------------------
+
+def _routing_catalog(routes: int) -> Any:
+    """The packaged catalog with its task routes replaced by `routes` glob routes on tenant.id (none: no routes)."""
+    from importlib import resources
+
+    import yaml
+
+    from ..config import catalog as c
+
+    data = yaml.safe_load(resources.files(c.__package__).joinpath(c.DEFAULT_CATALOG_NAME).read_text("utf-8"))
+    capability = next(iter(data["tasks"].values()))["capability"]
+    data["tasks"] = {f"tenant_{j:05d}": {"match": {"tenant.id": f"tenant-{j:05d}-*"}, "capability": capability}
+                     for j in range(routes)}
+    return parse_catalog(yaml.safe_dump(data, sort_keys=False), source=f"<bench: {routes} glob routes>")
+
+
+def routing(routes: int, spans: int, rounds: int) -> list[dict[str, Any]]:
+    """Tool spans whose tenant.id is new on every span (matching no route: a scan's worst case), through the
+    processor with no task routes and with `routes` glob routes on tenant.id, interleaved in one run: process
+    CPU per tool span (background=False: all of it on the timed thread), median of rounds; beside it, what
+    `Scorer.route` costs for such a value (the part the routes add)."""
+    variants = [("no task routes (baseline)", 0), (f"{routes:,} glob routes on tenant.id (tenant-NNNNN-*)", routes)]
+    built = []
+    for label, n in variants:
+        processor = AgentEvalSpanProcessor(_routing_catalog(n), registry=CollectorRegistry(), background=False)
+        built.append((label, n, processor, _provider(processor).get_tracer("bench-routing")))
+    fresh = iter(range(10**12))
+    cpu: dict[str, list[float]] = {label: [] for label, *_ in built}
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            for label, _, _, tracer in built[r % 2:] + built[:r % 2]:
+                t0 = time.process_time_ns()
+                for _ in range(spans):
+                    tracer.start_span("execute_tool web_search", attributes={
+                        OP: "execute_tool", TOOL_NAME: "web_search", "tenant.id": f"tenant-{next(fresh):07d}"}).end()
+                cpu[label].append((time.process_time_ns() - t0) / spans / 1000)
+    finally:
+        gc.enable()
+    rows = []
+    for label, n, processor, _ in built:
+        values = [(None, {"tenant.id": f"tenant-{next(fresh):07d}"}) for _ in range(max(spans, 1_000))]
+        route_us, calls = _per_call_us(processor.scorer.route, values, cap_s=2.0)
+        rows.append({"row": label, "routes": n, "cpu_us_per_span": statistics.median(cpu[label]),
+                     "route_new_value_us": route_us, "route_calls": calls,
+                     "bound_us": ROUTE_BOUND_US if n else None, "bound_met": route_us <= ROUTE_BOUND_US if n else None})
+        processor.shutdown()
+    return rows
+
+
 # -- on request: instructions per span, counted under valgrind ---------------------------
 
 COUNT_WARMUP = 50  # runs before the counted ones: routes, static scores and series made, code paths taken
@@ -764,6 +819,8 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
     if "catalog" in sections:
         result["catalog_scale"] = [catalog_scale(tools, routes, *size["route_calls"], size["route_cap_s"])
                                    for tools, routes in size["catalogs"]]
+    if "routing" in sections:
+        result["routing"] = routing(size["glob_routes"], size["routing_spans"], size["routing_rounds"])
     if "instructions" in sections:
         result["instructions"] = instructions(size["counted_runs"])
     if "otlp-metrics" in sections:
@@ -855,6 +912,17 @@ def format_report(result: dict[str, Any]) -> str:
         lines += ["", "OTLP METRICS: the same runs with the metrics also going out over OTLP (a discarding exporter); they are "
                   "built from the accumulators when the reader collects, so span.end() pays nothing more", *_overhead_table(o["overhead"]),
                   f"  one collection: {o['collect_ms']:.2f} ms for {o['points']:,} points (median), on the reader's thread"]
+    if "routing" in result:
+        rows = result["routing"]
+        lines += ["", "ROUTING A NEW VALUE (tool spans whose tenant.id is new on every span and matches no route; "
+                  "background=False, process CPU, median of rounds)",
+                  f"  {'catalog':52} {'µs/tool span':>12} {'route() µs, new value':>22}"]
+        for r in rows:
+            bound = "" if r["bound_us"] is None else (f"  bound <= {r['bound_us']:g} µs: "
+                                                      + ("met" if r["bound_met"] else "MISSED"))
+            lines.append(f"  {r['row']:52} {r['cpu_us_per_span']:12.1f} {r['route_new_value_us']:22.2f}{bound}")
+        if len(rows) == 2:
+            lines.append(f"  the routes add {rows[1]['cpu_us_per_span'] - rows[0]['cpu_us_per_span']:.1f} µs per tool span")
     if "instructions" in result:
         n = result["instructions"]
         lines += ["", f"INSTRUCTIONS PER SPAN (cachegrind; children ending {n['runs']:,} and {2 * n['runs']:,} whole runs after "
