@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from otel_agent_eval.offline.compare import compare_traces
-from otel_agent_eval.tools.score import write_atomically
+from otel_agent_eval.tools.output_file import write_atomically
 from test_compare import compare_cli
 from test_score import CLEAN_ENV, T0, collector_lines, main_in_process, write
 

@@ -653,7 +653,7 @@ def test_reports_get_the_mode_a_plain_open_gives(tmp_path):
     """mkstemp creates 0600 files: a report meant for a CI artifact or a colleague must not stay private."""
     import os
 
-    from otel_agent_eval.tools.score import write_atomically
+    from otel_agent_eval.tools.output_file import write_atomically
 
     mask = os.umask(0o022)
     try:

@@ -46,11 +46,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
     processor's thread, in span order; their exceptions are caught and counted). `run_validator(run) -> bool` adds
     your own task-completion check. `redact_keys` (a regular expression, e.g. ``"password|token|secret|api_key"``)
     masks matching values of forwarded spans, also inside tool arguments and results (one that cannot be used
-    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. `otlp_metrics` sends the metrics
-    over OTLP too (docs/otlp-metrics.md): an `OTLPMetricExporter` (a reader of the processor's own), a `MeterProvider`
-    or True (its, or the global provider's, OTLP metric readers); `otlp_histograms` is `exponential` or `explicit`
-    (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, else exponential). Other options are those of
-    `wiring.build_pipeline`; one that cannot be used raises ValueError naming it.
+    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. `otlp_metrics` (an
+    `OTLPMetricExporter`, a `MeterProvider` or True) and `otlp_histograms` send the metrics over OTLP too
+    (docs/otlp-metrics.md). Other options are those of `wiring.build_pipeline`; a bad one raises ValueError naming it.
 
     `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and
     agent spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them.
@@ -66,7 +64,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
                  background: bool = True, queue_limit: int = DEFAULT_LIMIT, otlp_metrics: Any = None,
                  otlp_histograms: str | None = None, **options: Any) -> None:
         check_arguments(queue_limit=queue_limit)
-        histograms = histograms_setting(otlp_histograms)  # a bad value raises here, before anything is registered  # the rest in build_pipeline: a ValueError naming it, nothing registered
+        histograms = histograms_setting(otlp_histograms)  # bad values raise here and in build_pipeline: nothing registered
         self.pipeline, self.metrics = build_pipeline(catalog, registry=registry, enrich=enrich and forward_to is not None,
                                                      max_open_traces=max_open_traces, **options)
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies
@@ -101,11 +99,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         return reload_catalog(self.pipeline, catalog)
 
     def _after_fork_in_child(self) -> None:
-        """A forked child (e.g. a gunicorn worker after preload) starts with its own counts and locks.
-
-        The parent's metrics endpoint and watcher threads do not exist here; the child's counts
-        reach Prometheus through its own endpoint or, under PROMETHEUS_MULTIPROC_DIR, the shared files.
-        """
+        """A forked child (a gunicorn worker after preload) starts with its own counts and locks; its counts reach
+        Prometheus through its own endpoint or, under PROMETHEUS_MULTIPROC_DIR, the shared files."""
         self.metrics.reset_after_fork()
         self.runs.reset_after_fork()
         self._queue.reset_after_fork()
@@ -189,9 +184,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             except Exception as exc:  # noqa: BLE001
                 self.pipeline.failed("forward on_end", exc, "forward_errors")
 
-    @property
-    def is_shut_down(self) -> bool:
-        return self._shutdown
+    is_shut_down = property(lambda self: self._shutdown)
 
     def shutdown(self) -> None:
         if self._shutdown:

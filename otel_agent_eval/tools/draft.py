@@ -15,6 +15,7 @@ from pathlib import Path
 from ..config.catalog import check_catalog_file, read_catalog_text
 from ..offline.draft import DraftError, merge_draft, observe_traces, render_draft
 from ..offline.report import printable
+from .output_file import write_atomically
 
 __all__ = ["add_draft_arguments", "draft_command", "run_draft"]
 
@@ -39,7 +40,6 @@ def draft_command(files: Sequence[str], catalog: str | None) -> str:
 
 def run_draft(args: argparse.Namespace) -> int:
     """The command; raises ValueError (one line) for bad input, which `main` turns into exit code 2."""
-    from .score import write_atomically
 
     output = Path(args.output) if args.output else None
     if output is not None and not output.parent.is_dir():
