@@ -275,15 +275,12 @@ def attribute_dict(span: ReadableSpan) -> Mapping[str, Any]:
     The SDK keeps a plain dict inside; reading it directly keeps non-tool spans
     under a microsecond (pinned by a test, in case the SDK changes its internals).
     """
-    try:
-        inner = span._attributes._dict  # type: ignore[attr-defined]
-        if type(inner) is dict:
-            return inner
-    except AttributeError:
-        pass
     attrs = getattr(span, "_attributes", None)
     if type(attrs) is dict:  # spans read from recorded or received OTLP (score, serve) and our copies
         return attrs
+    inner = getattr(attrs, "_dict", None)  # an SDK span's BoundedAttributes (a raised AttributeError costs more)
+    if type(inner) is dict:
+        return inner
     if isinstance(attrs, Mapping):
         return attrs
     return span.attributes or {}

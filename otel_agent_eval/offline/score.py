@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
 from ..core.pipeline import NoSink, Pipeline
-from ..core.recognize import ToolCallRecord, agent_at_start, attribute_dict
+from ..core.recognize import ToolCallRecord, agent_at_start, attribute_dict, span_facts
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
 from ..otel.wiring import build_pipeline
@@ -44,7 +44,8 @@ DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
 _END, _START = 0, 1  # at the same instant, spans end before others start
 YOUNG_COLLECTION_EVERY = 100_000  # net container allocations between two young-generation collections while scoring
 CLOCK_SKEW_NS = 1_000_000  # how much later than its parent a child may be recorded to end (millisecond start times)
-_Event = tuple[int, int, int, int, ReadableSpan, str | None]  # (time, _END/_START, other time, file order, span, agent)
+# (time, _END/_START, other time, file order, span, agent, trace id, span id, parent span id)
+_Event = tuple[int, int, int, int, ReadableSpan, "str | None", int, int, "int | None"]
 
 
 def score_traces(
@@ -145,62 +146,72 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     # within CLOCK_SKEW_NS before one of them is put back after it
     waiting: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
-    def wait(span: ReadableSpan, key: tuple[int, int]) -> None:
-        parent = span.parent
-        if parent is not None:
-            waiting.setdefault((span.context.trace_id, parent.span_id), []).append(key)
-
-    def done(span: ReadableSpan, key: tuple[int, int]) -> None:
-        parent = span.parent
-        if parent is not None:
-            siblings = waiting.get(below := (span.context.trace_id, parent.span_id))
+    def done(event: _Event) -> None:
+        if event[8] is not None:
+            siblings = waiting.get(below := (event[6], event[8]))
             if siblings is not None:
-                siblings.remove(key)
+                siblings.remove((event[0], event[2]))
                 if not siblings:
                     del waiting[below]
 
     def put_back(event: _Event) -> bool:
         """Whether a span's end waits for a child recorded to end up to CLOCK_SKEW_NS later (then it is pushed
         back to end together with that child, and `_nested_order` ends the child first)."""
-        time, _, other, seq, span, _ = event
-        children = waiting.get((span.context.trace_id, span.context.span_id))
+        time, _, other, seq, span, _, trace_id, span_id, parent_id = event
+        children = waiting.get((trace_id, span_id))
         if not children:
             return False
         last = max((key for key in children if key[0] <= time + CLOCK_SKEW_NS), default=None)
         if last is None or last <= (time, other):
             return False
-        done(span, (time, other))
-        wait(span, last)
-        push(heap, (last[0], _END, last[1], seq, span, None))
+        done(event)
+        if parent_id is not None:
+            waiting.setdefault((trace_id, parent_id), []).append(last)
+        push(heap, (last[0], _END, last[1], seq, span, None, trace_id, span_id, parent_id))
         return True
 
-    def first() -> Iterator[tuple[ReadableSpan, str | None]]:
-        event = pop(heap)
-        tied = [event]  # and the events held of spans that started and ended at the same instants
+    def tied(event: _Event) -> Iterator[tuple[ReadableSpan, str | None]]:
+        """`event` and the events held of spans that started and ended at the same instants."""
+        together = [event]
         while heap and heap[0][0] == event[0] and heap[0][1] == event[1] and heap[0][2] == event[2]:
-            tied.append(pop(heap))
-        if len(tied) > 1:
-            tied = _nested_order(tied, parents_first=event[1] == _START)
-        for event in tied:
+            together.append(pop(heap))
+        for event in _nested_order(together, parents_first=event[1] == _START):
             if event[1] == _END:
                 if waiting and put_back(event):
                     continue
-                done(event[4], (event[0], event[2]))
+                done(event)
             yield event[4], event[5]
 
-    for seq, span in enumerate(spans):
-        end, start = span.end_time, span.start_time
-        end = end if type(end) is int else 0
-        start = start if type(start) is int else 0
-        push(heap, (end, _END, -start, seq, span, None))
-        wait(span, (end, -start))
-        agent = agent_of(span)
-        if agent is not None:
-            push(heap, (start, _START, -end, seq, span, agent))
+    # Hot: one pass of this loop per span, so the ids and times are read once (`span_facts`) and carried in
+    # the events, and the common event (no other at its instant) is released inline.
+    items, exhausted = enumerate(spans), False
+    while True:
+        for seq, span in items:
+            trace_id, span_id, parent_id, _, start, end = span_facts(span)
+            end = end if type(end) is int else 0
+            start = start if type(start) is int else 0
+            push(heap, (end, _END, -start, seq, span, None, trace_id, span_id, parent_id))
+            if parent_id is not None:
+                waiting.setdefault((trace_id, parent_id), []).append((end, -start))
+            agent = agent_of(span)
+            if agent is not None:
+                push(heap, (start, _START, -end, seq, span, agent, trace_id, span_id, parent_id))
+            if len(heap) > window:
+                break
+        else:
+            exhausted, window = True, 0  # the input is read: release everything
         while len(heap) > window:
-            yield from first()
-    while heap:
-        yield from first()
+            event = pop(heap)
+            if heap and heap[0][0] == event[0] and heap[0][1] == event[1] and heap[0][2] == event[2]:
+                yield from tied(event)
+                continue
+            if event[1] == _END:
+                if waiting and put_back(event):
+                    continue
+                done(event)
+            yield event[4], event[5]
+        if exhausted:
+            return
 
 
 def _nested_order(tied: list[_Event], parents_first: bool) -> list[_Event]:
