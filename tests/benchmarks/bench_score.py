@@ -15,7 +15,6 @@ Each of `--rounds` rounds (default 1) scores the file in a fresh process and dec
 """
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
@@ -26,15 +25,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import orjson
-from google.protobuf.json_format import MessageToDict
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_agent_eval.offline.score import score_traces
 from otel_agent_eval.tools.demo import run_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+from test_score import collector_json  # noqa: E402 - the Collector's file exporter's JSON, as the tests write it
 
 T0 = 1_750_000_000_000_000_000
 TOOLS = ["local_index", "web_search", "basic_calculator", "code_interpreter", "simple_filter", "ml_pipeline"]
@@ -108,17 +109,9 @@ class _CollectorFileExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
     def flush(self) -> None:
-        if not self.batch:
-            return
-        data = MessageToDict(encode_spans(self.batch), use_integers_for_enums=True)
-        for resource_spans in data["resourceSpans"]:
-            for scope_spans in resource_spans["scopeSpans"]:
-                for span in scope_spans["spans"]:
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in span:
-                            span[key] = base64.b64decode(span[key]).hex()
-        self.out.write(json.dumps(data, separators=(",", ":")) + "\n")
-        self.batch = []
+        if self.batch:
+            self.out.write(json.dumps(collector_json(self.batch), separators=(",", ":")) + "\n")
+            self.batch = []
 
 
 def write_demo(path: str, count: int, compress: bool) -> None:
@@ -134,7 +127,8 @@ def write_demo(path: str, count: int, compress: bool) -> None:
         exporter = _CollectorFileExporter(out)
         written = 0
         while written < count:
-            written += run_workload(SimpleSpanProcessor(exporter), runs=1000, seed=written, clock=clock).spans
+            runs = max(1, min(1000, (count - written) // 4))
+            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock).spans
         exporter.flush()
 
 
