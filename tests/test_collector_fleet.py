@@ -31,6 +31,7 @@ from collector_fleet import (BALANCER, FLEET_COLLECTOR, Collector, balance_to, f
 from ops_helpers import APP_JOB, load_yaml, RECORDING_RULES, PrometheusServer, dashboard_panels, free_port, grafana_expr, rules_of, wait_for
 from serve_process import local_only, start_serve
 from test_ops_fleet import PER_INSTANCE
+from test_serve_restart import tool_batches
 
 import otel_agent_eval
 
@@ -297,22 +298,6 @@ BEFORE, WHILE_DOWN = 10, 20  # batches (each span a trace of its own): acknowled
 GIVE_UP_AFTER = "2s"  # the replicas' exporters' max_elapsed_time (shipped: 120s), so that the give-up is seen soon
 
 
-def tool_batches(count: int, tag: str) -> list[list[Any]]:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("restart")
-    for i in range(count * BATCH_SPANS):
-        tracer.start_span(f"execute_tool web_search {tag}{i}", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search"}).end()
-    spans = list(memory.get_finished_spans())
-    return [spans[i:i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
-
-
 def dropped_by_collector(log: Path) -> Counter[str]:
     """Spans the Collector gave up on, per replica endpoint, from its log (JSON lines): "Exporting failed. Dropping
     data." with `endpoint` and `dropped_items`. Its metrics do not count them (the replicas' exporters inside
@@ -358,7 +343,7 @@ def test_a_replica_killed_mid_stream_loses_what_it_held_and_what_the_balancer_ga
         def dropped() -> int:
             return dropped_by_collector(collector.log)[killed.endpoint]
 
-        send(tool_batches(BEFORE, "a"))
+        send(tool_batches(BEFORE, BATCH_SPANS, "a"))
         wait_for(lambda: accepted(killed) + accepted(other) == len(sent), timeout_s=DEADLINE_S,
                  what="the replicas to accept the first spans")
         held = accepted(killed)  # the killed life's accepted spans, none forwarded
@@ -368,7 +353,7 @@ def test_a_replica_killed_mid_stream_loses_what_it_held_and_what_the_balancer_ga
         # Down: the balancer keeps routing the killed replica's share of trace ids to it (the other replica gets
         # only its own share), its exporter retries, then gives up on it.
         other_before = accepted(other)
-        send(tool_batches(WHILE_DOWN, "b"))
+        send(tool_batches(WHILE_DOWN, BATCH_SPANS, "b"))
         down = WHILE_DOWN * BATCH_SPANS
         given_up = wait_for(lambda: (d := dropped()) and d + accepted(other) - other_before == down and d,
                             timeout_s=DEADLINE_S, what="the Collector to give up on the killed replica's share")
@@ -378,7 +363,7 @@ def test_a_replica_killed_mid_stream_loses_what_it_held_and_what_the_balancer_ga
         killed.args[killed.args.index("60")] = "0.05"
         killed.start()
         after = itertools.count()
-        wait_for(lambda: send(tool_batches(1, f"c{next(after)}-")) or accepted(killed), timeout_s=DEADLINE_S, interval_s=0.1,
+        wait_for(lambda: send(tool_batches(1, BATCH_SPANS, f"c{next(after)}-")) or accepted(killed), timeout_s=DEADLINE_S, interval_s=0.1,
                  what="the restarted replica to get spans again")
         wait_for(lambda: held + accepted(killed) + accepted(other) + dropped() == len(sent), timeout_s=DEADLINE_S,
                  what="every span sent to be accepted by a replica or given up by the Collector")

@@ -43,16 +43,17 @@ def start(http_port: int, forward_to: str) -> tuple[subprocess.Popen[str], dict[
                        "--forward-delay", "60", "--queue-spans", str(QUEUE_SPANS))
 
 
-def batches() -> list[list[ReadableSpan]]:
+def tool_batches(count: int, size: int = BATCH_SPANS, tag: str = "") -> list[list[ReadableSpan]]:
+    """`count` batches of `size` finished `web_search` tool spans, named `execute_tool web_search <tag><i>`."""
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("restart")
-    for i in range(BATCHES * BATCH_SPANS):
-        tracer.start_span(f"execute_tool web_search {i}", attributes={
+    for i in range(count * size):
+        tracer.start_span(f"execute_tool web_search {tag}{i}", attributes={
             c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL, c.GEN_AI_TOOL_NAME: "web_search"}).end()
     spans = list(memory.get_finished_spans())
-    return [spans[i:i + BATCH_SPANS] for i in range(0, len(spans), BATCH_SPANS)]
+    return [spans[i:i + size] for i in range(0, len(spans), size)]
 
 
 def metric(metrics_url: str, name: str, **labels: str) -> float:
@@ -64,7 +65,7 @@ def metric(metrics_url: str, name: str, **labels: str) -> float:
 
 
 def test_sigkill_mid_stream_loses_only_what_the_killed_process_held(tmp_path: Any) -> None:
-    requests = batches()
+    requests = tool_batches(BATCHES)
     ids = [[s.context.span_id for s in batch] for batch in requests]
     sent = {i for batch in ids for i in batch}
     acked: list[int] = []  # batch numbers, in the order their export returned SUCCESS
