@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, TraceFlags
 from test_score import collector_json, collector_lines, write
 
-from otel_agent_eval.offline.otlp_json import EMPTY_RESOURCE, otlp_span, spans_of_record
+from otel_agent_eval.otlp.json_spans import EMPTY_RESOURCE, otlp_span, spans_of_record
 from otel_agent_eval.offline.score import YOUNG_COLLECTION_EVERY, score_traces
 from otel_agent_eval.tools.demo import run_workload
 

@@ -1,6 +1,6 @@
 """`serve` forwarding spans from the protobuf messages they arrived as: the same OTLP as re-encoding them.
 
-`offline/otlp_messages.py` keeps each received span's serialized message and writes the request
+`otlp/messages.py` keeps each received span's serialized message and writes the request
 to the next hop from it, plus the attributes and events the core added. Held here to the old
 path (decode into SDK spans, re-encode with the SDK's OTLP encoder), span by span in OTLP form,
 field for field: for spans of every shape, the ones the reader models fully (forwarded from
@@ -27,11 +27,11 @@ from otlp_receiver import running_receiver
 from prometheus_client import CollectorRegistry
 from serve_process import local_only
 
-import otel_agent_eval.offline.otlp_messages as messages
+import otel_agent_eval.otlp.messages as messages
 from otel_agent_eval.config.settings import Settings
 from otel_agent_eval.core import conventions as c
-from otel_agent_eval.offline.otlp_messages import MessageSpan, request_of
-from otel_agent_eval.offline.otlp_proto import spans_of_message
+from otel_agent_eval.otlp.messages import MessageSpan, request_of
+from otel_agent_eval.otlp.proto_spans import spans_of_message
 from otel_agent_eval.offline.score import agent_start_reader, in_replay_order
 from otel_agent_eval.otel.wiring import build_pipeline, resolve
 from otel_agent_eval.serve import ServeConfig, Service

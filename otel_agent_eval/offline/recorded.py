@@ -38,8 +38,8 @@ from typing import IO, Any, Union
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .otlp_json import SpanProblem, decode, spans_of_record
-from .otlp_proto import spans_of_message
+from ..otlp.json_spans import SpanProblem, decode, spans_of_record
+from ..otlp.proto_spans import spans_of_message
 
 __all__ = ["FileProblem", "ReadStats", "RecordedSpans", "TraceInputError", "ZstdReader", "trace_files", "zstd_decompressor"]
 

@@ -1,4 +1,4 @@
-"""The SDK's OTLP exporters, writing each batch from the messages the spans arrived as (`offline/otlp_messages.py`).
+"""The SDK's OTLP exporters, writing each batch from the messages the spans arrived as (`otlp/messages.py`).
 
 Everything else is the SDK exporter's own: the connection, TLS, headers, compression,
 timeouts, retries with backoff, its size limit and self-metrics. Only the step that turns
@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ..offline.otlp_messages import request_of
+from ..otlp.messages import request_of
 
 __all__ = ["GrpcMessageExporter", "HttpMessageExporter"]
 

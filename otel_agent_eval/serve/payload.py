@@ -1,6 +1,6 @@
 """OTLP/HTTP and OTLP/gRPC request bodies into `ReadableSpan`s, bounded, with one clear reason when refused.
 
-Decoding is the offline readers' (`offline/otlp_proto.py`, `offline/otlp_json.py`), so a
+Decoding is the OTLP codecs' (`otlp/proto_spans.py`, `otlp/json_spans.py`), so a
 span reads the same from a file and off the wire. What a receiver must add is only the
 guard: a size limit also after decompression (a gzip bomb is refused at the limit, not
 inflated), and deep or broken JSON answered as a bad request rather than a crash.
@@ -13,8 +13,8 @@ import zlib
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ..offline.otlp_json import SpanProblem, decode, spans_of_request
-from ..offline.otlp_proto import spans_of_message
+from ..otlp.json_spans import SpanProblem, decode, spans_of_request
+from ..otlp.proto_spans import spans_of_message
 
 __all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "TooLarge", "spans_of_body"]
 
@@ -50,7 +50,7 @@ def media_type(content_type: str | None) -> str:
 def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES,
                   keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one export request, and why any single span was skipped; with `keep`, protobuf spans keep
-    their messages, to be forwarded from them (`offline/otlp_messages.py`).
+    their messages, to be forwarded from them (`otlp/messages.py`).
 
     Raises `PayloadError` (or its `TooLarge`, `Unsupported`) when the request as a whole cannot be read.
     """

@@ -20,7 +20,7 @@ import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ..offline.otlp_json import _get, _resource, _scope, otlp_id
+from ..otlp.json_spans import _get, _resource, _scope, otlp_id
 from .payload import PROTOBUF, PayloadError
 
 __all__ = ["Part", "split_body"]
@@ -39,7 +39,7 @@ def split_body(data: bytes, kind: str, workers: int) -> list[Part]:
 def split_protobuf(data: bytes, workers: int) -> list[Part]:
     try:
         request = ExportTraceServiceRequest.FromString(data)
-    except (DecodeError, RuntimeWarning, ValueError) as exc:  # the words of offline/otlp_proto.py
+    except (DecodeError, RuntimeWarning, ValueError) as exc:  # the words of otlp/proto_spans.py
         raise PayloadError(f"not an OTLP ExportTraceServiceRequest ({exc})") from None
     except RecursionError:
         raise PayloadError("not an OTLP ExportTraceServiceRequest (nested too deeply)") from None

@@ -2,7 +2,7 @@
 
 Re-encoding every span with the SDK's OTLP encoder cost `serve` a third of its CPU (issue 27),
 for bytes that were already there. A `MessageSpan` is the `ReadableSpan` the reader builds
-(`otlp_proto.py`), everything the core reads, plus the span's own serialized message. It is
+(`proto_spans.py`), everything the core reads, plus the span's own serialized message. It is
 kept only for a span whose message is exactly what the SDK's encoder would write for that
 view (no field the view drops: empty or repeated attribute keys, values nested too deep,
 status messages on non-errors, links, dropped counts, trace state), so forwarding the
@@ -16,7 +16,7 @@ in order), grouped by resource and scope as the SDK groups them. Any other span,
 that changed anything else (a replaced attribute value, a redacted name), is encoded by
 the SDK as before.
 
-    >>> spans, problems = spans_of_message(data, keep=True)   # otlp_proto.py
+    >>> spans, problems = spans_of_message(data, keep=True)   # proto_spans.py
     >>> body = request_of(forwarded)                          # bytes of an ExportTraceServiceRequest
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from .otlp_json import HAS_IS_REMOTE, IS_REMOTE
+from .json_spans import HAS_IS_REMOTE, IS_REMOTE
 
 __all__ = ["MessageSpan", "Origin", "kept", "request_of"]
 

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
-from .otlp_json import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, STATUS_CODES, UNSET, SpanProblem
-from .otlp_messages import Origin, kept
+from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, STATUS_CODES, UNSET, SpanProblem
+from .messages import Origin, kept
 
 __all__ = ["spans_of_message"]
 
@@ -26,7 +26,7 @@ __all__ = ["spans_of_message"]
 def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
-    With `keep`, each span that can be forwarded as it came keeps its message (`otlp_messages.MessageSpan`).
+    With `keep`, each span that can be forwarded as it came keeps its message (`messages.MessageSpan`).
     Raises `SpanProblem` when the bytes are not such a message.
     """
     try:
