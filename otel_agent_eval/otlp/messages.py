@@ -2,12 +2,15 @@
 
 Re-encoding every span with the SDK's OTLP encoder cost `serve` a third of its CPU (issue 27),
 for bytes that were already there. A `MessageSpan` is the `ReadableSpan` the reader builds
-(`proto_spans.py`), everything the core reads, plus the span's own serialized message. It is
-kept only for a span whose message is exactly what the SDK's encoder would write for that
-view (no field the view drops: empty or repeated attribute keys, values nested too deep,
-status messages on non-errors, links, dropped counts, trace state), so forwarding the
-message forwards what the old path did; the span flags, which the SDK writes without the
-W3C trace flags, are appended as the SDK writes them.
+(`proto_spans.py`), everything the core reads, plus the span's own serialized message, and
+its resource and scope as they arrived (`Origin`). Forwarding the message forwards what the
+sender sent, as a Collector does: what the reader does not model (links, trace state,
+dropped counts, an unspecified kind, a status message on a non-error) goes on unchanged. Two
+fields are written as the SDK's encoder writes them (appended: the last value wins), so a
+span through `serve` is the one the in-process processor forwards: the span flags (the
+SDK's carry no W3C trace flags) and the status (always present). Only a span whose
+attributes repeat a key or hold an empty value is not kept (an attribute the core adds
+could then collide with one the reader dropped): the SDK encodes it.
 
 `request_of` writes the spans to forward as one `ExportTraceServiceRequest`: a `MessageSpan`
 or a copy of one the core made (`core/enrich.py`'s `EnrichedSpan`) as the original bytes
@@ -26,16 +29,11 @@ from itertools import islice
 from operator import is_
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common._internal import (_encode_instrumentation_scope, _encode_key_value,
-                                                                 _encode_resource)
+from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from .json_spans import HAS_IS_REMOTE, IS_REMOTE
-
-__all__ = ["MessageSpan", "Origin", "kept", "request_of"]
+__all__ = ["MessageSpan", "Origin", "request_of"]
 
 # The fields a copy shares with its original when the core only added attributes and events to it.
 _SHARED = ("_name", "_context", "_parent", "_kind", "_status", "_links", "_resource", "_start_time", "_end_time",
@@ -44,14 +42,15 @@ _CACHE_LIMIT = 20_000
 
 
 class Origin:
-    """The resource and scope of the spans of one `ScopeSpans`, encoded once, as the SDK encodes them."""
+    """The resource and scope of the spans of one `ScopeSpans`, serialized as they arrived (the scope None when
+    none came), with their schema URLs: the keys spans are grouped by when written back."""
 
     __slots__ = ("resource_key", "scope_key")
 
-    def __init__(self, resource: Resource, scope: InstrumentationScope | None) -> None:
-        self.resource_key = (_encode_resource(resource).SerializeToString(), resource.schema_url or "")
-        self.scope_key = (_encode_instrumentation_scope(scope).SerializeToString(),
-                          (scope.schema_url or "") if scope is not None else "")
+    def __init__(self, resource_spans: Any, scope_spans: Any) -> None:
+        self.resource_key = (resource_spans.resource.SerializeToString(), resource_spans.schema_url)
+        self.scope_key = (scope_spans.scope.SerializeToString() if scope_spans.HasField("scope") else None,
+                          scope_spans.schema_url)
 
 
 class MessageSpan(ReadableSpan):
@@ -61,67 +60,11 @@ class MessageSpan(ReadableSpan):
     _origin: Origin
 
 
-def kept(span: ReadableSpan, item: Any, origin: Origin) -> ReadableSpan:
-    """`span` (read from the upb message `item`) as a `MessageSpan`, or as it is when writing the message back
-    would not give what the SDK's encoder gives for it."""
-    try:
-        return _kept(span, item, origin)
-    except Exception:  # noqa: BLE001 - a span that cannot be checked is forwarded as the SDK writes it
-        return span
-
-
-def _kept(span: ReadableSpan, item: Any, origin: Origin) -> ReadableSpan:
-    if (item.trace_state or item.links or item.dropped_attributes_count or item.dropped_events_count
-            or item.dropped_links_count or not 0 < item.kind < 6):
-        return span
-    status = item.status
-    if status.message and status.code != 2 or not 0 <= status.code <= 2:
-        return span
-    if not _complete(item.attributes, span._attributes):
-        return span
-    events = span._events
-    if events:
-        for message, event in zip(item.events, events):
-            if not message.time_unix_nano or message.dropped_attributes_count or not _complete(message.attributes,
-                                                                                               event.attributes):
-                return span
-    parent = span._parent
-    flags = HAS_IS_REMOTE | IS_REMOTE if parent is not None and parent.is_remote else HAS_IS_REMOTE
-    data = item.SerializeToString()
-    if item.flags != flags:  # the last value of a field wins: the flags as the SDK writes them
-        data += b"\x85\x01" + flags.to_bytes(4, "little")
-    if not item.HasField("status"):  # the SDK writes one always, empty when unset
-        data += b"\x7a\x00"
-    out = MessageSpan.__new__(MessageSpan)
-    out.__dict__.update(span.__dict__)
-    out._message, out._origin = data, origin
-    return out
-
-
-def _complete(items: Any, decoded: Any) -> bool:
-    """Whether `decoded` holds every key and value of the `KeyValue`s `items` (none empty, repeated or too deep)."""
-    if len(items) != len(decoded):
-        return False
-    for value in decoded.values():
-        if type(value) is tuple or type(value) is dict:  # a nested value: compare it element by element
-            return all(_same_value(kv.value, decoded[kv.key]) for kv in items)
-    return True
-
-
-def _same_value(message: Any, value: Any) -> bool:
-    if type(value) is tuple:
-        values = message.array_value.values
-        return len(values) == len(value) and all(_same_value(m, v) for m, v in zip(values, value))
-    if type(value) is dict:
-        return _complete(message.kvlist_value.values, value)
-    return True
-
-
 # -- writing ---------------------------------------------------------------------------------------------------
 
 def request_of(spans: Sequence[ReadableSpan]) -> bytes:
     """The serialized `ExportTraceServiceRequest` of `spans`: kept messages as they are, with the core's additions."""
-    groups: dict[tuple[bytes, str], dict[tuple[bytes, str], list[bytes]]] = {}
+    groups: dict[tuple[bytes, str], dict[tuple[bytes | None, str], list[bytes]]] = {}
     others: list[ReadableSpan] = []
     for span in spans:
         written = _written(span)
@@ -140,7 +83,7 @@ def request_of(spans: Sequence[ReadableSpan]) -> bytes:
     for (resource, resource_schema), scopes in groups.items():
         body = bytearray(_field(b"\x0a", resource))  # ResourceSpans.resource
         for (scope, scope_schema), chunks in scopes.items():
-            inner = bytearray(_field(b"\x0a", scope))  # ScopeSpans.scope
+            inner = bytearray(_field(b"\x0a", scope) if scope is not None else b"")  # ScopeSpans.scope
             for data in chunks:
                 inner += _field(b"\x12", data)  # ScopeSpans.spans
             if scope_schema:

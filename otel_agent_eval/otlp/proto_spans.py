@@ -4,6 +4,12 @@ The messages are parsed with opentelemetry-proto (installed with the OTLP export
 span becomes the `ReadableSpan` the SDK would have built, sharing its resource and scope
 with its neighbours. One bad span is skipped and counted, its neighbours are kept.
 
+Parsing (in C) and building the spans (in Python, most of the cost) are two steps, so a
+receiver can count a request's spans and refuse it before building any (`parsed`,
+`span_count`, `spans_of_request`). The spans are built field by field as
+`ReadableSpan.__init__` stores them, without its keyword call or `SpanContext`'s checks
+(the ids are checked here), reading each upb field once.
+
     >>> spans, problems = spans_of_message(data)
 """
 from __future__ import annotations
@@ -16,74 +22,133 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace.span import DEFAULT_TRACE_OPTIONS, DEFAULT_TRACE_STATE
 
-from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, STATUS_CODES, UNSET, SpanProblem
-from .messages import Origin, kept
+from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, UNSET, SpanProblem
+from .messages import MessageSpan, Origin
 
-__all__ = ["spans_of_message"]
+__all__ = ["parsed", "span_count", "spans_of_message", "spans_of_request"]
+
+_OK = Status(StatusCode.OK)  # immutable: shared, as UNSET is
+_ERROR = StatusCode.ERROR
+_KINDS = tuple(KINDS[n] for n in range(6))
+_FLAGS = tuple(TraceFlags(n) for n in range(256))
+_REMOTE = HAS_IS_REMOTE | IS_REMOTE
+_SCALARS = frozenset(("string_value", "int_value", "bool_value", "double_value", "bytes_value"))
+_new_tuple = tuple.__new__
+_new = object.__new__
 
 
 def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
-    With `keep`, each span that can be forwarded as it came keeps its message (`messages.MessageSpan`).
+    With `keep`, spans keep their serialized messages, to be forwarded as they came (`messages.MessageSpan`).
     Raises `SpanProblem` when the bytes are not such a message.
     """
+    return spans_of_request(parsed(data), keep=keep)
+
+
+def parsed(data: bytes) -> Any:
+    """The `ExportTraceServiceRequest` in `data` (parsed in C); `SpanProblem` when it is not one."""
     try:
-        request = ExportTraceServiceRequest.FromString(data)
+        return ExportTraceServiceRequest.FromString(data)
     except (DecodeError, RuntimeWarning, ValueError) as exc:
         raise SpanProblem(f"not an OTLP ExportTraceServiceRequest ({exc})") from None
+
+
+def span_count(request: Any) -> int:
+    """How many spans a parsed request holds, read or not."""
+    return sum(len(scope_entry.spans) for entry in request.resource_spans for scope_entry in entry.scope_spans)
+
+
+def spans_of_request(request: Any, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of a parsed `ExportTraceServiceRequest` (`parsed`), and why any were skipped."""
     spans: list[ReadableSpan] = []
     problems: list[str] = []
     for entry in request.resource_spans:
         resource = Resource(attributes(entry.resource.attributes), entry.schema_url or None)
         for scope_entry in entry.scope_spans:
             scope = _scope(scope_entry)
-            origin = Origin(resource, scope) if keep else None
+            origin = Origin(entry, scope_entry) if keep else None
             for item in scope_entry.spans:
                 try:
-                    span = _span(item, resource, scope)
-                    spans.append(span if origin is None else kept(span, item, origin))
+                    spans.append(_span(item, resource, scope, origin))
                 except (SpanProblem, ValueError, TypeError, OverflowError) as exc:
                     problems.append(str(exc))
     return spans, problems
 
 
-def _span(item: Any, resource: Resource, scope: InstrumentationScope | None) -> ReadableSpan:
-    trace_id = _id(item.trace_id, 16, "traceId")
-    span_id = _id(item.span_id, 8, "spanId")
+def _span(item: Any, resource: Resource, scope: InstrumentationScope | None, origin: Origin | None) -> ReadableSpan:
+    raw = item.trace_id
+    trace_id = int.from_bytes(raw, "big")
+    if len(raw) != 16 or not trace_id:
+        _id(raw, 16, "traceId")
+    raw = item.span_id
+    span_id = int.from_bytes(raw, "big")
+    if len(raw) != 8 or not span_id:
+        _id(raw, 8, "spanId")
     flags = item.flags
-    context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(flags & 0xFF),
-                          trace_state=TraceState.from_header([item.trace_state]) if item.trace_state else None)
+    state = item.trace_state
+    context = _new_tuple(SpanContext, (trace_id, span_id, False, _FLAGS[flags & 0xFF],
+                                       TraceState.from_header([state]) if state else DEFAULT_TRACE_STATE, True))
     parent = None
-    if item.parent_span_id:
-        parent = SpanContext(trace_id, _id(item.parent_span_id, 8, "parentSpanId"),
-                             is_remote=bool(flags & HAS_IS_REMOTE and flags & IS_REMOTE))
-    code = STATUS_CODES.get(item.status.code, StatusCode.UNSET)
-    if code is StatusCode.ERROR:
-        status = Status(code, item.status.message or None)
+    written = HAS_IS_REMOTE  # the span flags as the SDK's encoder writes them
+    raw = item.parent_span_id
+    if raw:
+        parent_id = int.from_bytes(raw, "big")
+        if len(raw) != 8 or not parent_id:
+            _id(raw, 8, "parentSpanId")
+        remote = flags & _REMOTE == _REMOTE
+        parent = _new_tuple(SpanContext, (trace_id, parent_id, remote, DEFAULT_TRACE_OPTIONS, DEFAULT_TRACE_STATE, True))
+        if remote:
+            written = _REMOTE
+    status = item.status
+    code = status.code
+    if code == 1:
+        status = _OK
+    elif code == 2:
+        status = Status(_ERROR, status.message or None)
     else:
-        status = UNSET if code is StatusCode.UNSET else Status(code)
-    return ReadableSpan(
-        name=item.name, context=context, parent=parent, resource=resource,
-        attributes=attributes(item.attributes),
-        events=tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano or None) for e in item.events),
-        links=tuple(Link(SpanContext(_id(link.trace_id, 16, "link traceId"), _id(link.span_id, 8, "link spanId"), is_remote=True),
-                         attributes(link.attributes)) for link in item.links),
-        kind=KINDS.get(item.kind, SpanKind.INTERNAL),
-        status=status,
-        start_time=item.start_time_unix_nano or None,
-        end_time=item.end_time_unix_nano or None,
-        instrumentation_scope=scope,
-    )
+        status = UNSET
+    messages = item.attributes
+    attrs = attributes(messages)
+    events, links = item.events, item.links
+    kind = item.kind
+    span = _new(ReadableSpan if origin is None else MessageSpan)
+    span.__dict__ = {
+        "_name": item.name, "_context": context, "_kind": _KINDS[kind] if 0 <= kind < 6 else SpanKind.INTERNAL,
+        "_instrumentation_info": None, "_instrumentation_scope": scope, "_parent": parent,
+        "_start_time": item.start_time_unix_nano or None, "_end_time": item.end_time_unix_nano or None,
+        "_attributes": attrs,
+        "_events": tuple(Event(e.name, attributes(e.attributes), e.time_unix_nano or None) for e in events) if events else (),
+        "_links": tuple(Link(SpanContext(_id(link.trace_id, 16, "link traceId"), _id(link.span_id, 8, "link spanId"),
+                                         is_remote=True), attributes(link.attributes)) for link in links) if links else (),
+        "_resource": resource, "_status": status,
+    }
+    if origin is not None:
+        if len(messages) == len(attrs):  # else a key repeats or a value is empty: what the core adds could collide
+            data = item.SerializeToString()
+            if flags != written:  # the last value of a field wins: the flags as the SDK writes them
+                data += b"\x85\x01" + written.to_bytes(4, "little")
+            if not item.HasField("status"):  # the SDK writes one always, empty when unset
+                data += b"\x7a\x00"
+            span._message, span._origin = data, origin
+        else:
+            span.__class__ = ReadableSpan
+    return span
 
 
 def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in items:
-        value = any_value(kv.value, depth)
-        if value is not None:
-            out[kv.key] = value
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind in _SCALARS:
+            out[kv.key] = getattr(value, kind)
+        elif kind is not None:
+            value = any_value(value, depth)
+            if value is not None:
+                out[kv.key] = value
     return out
 
 

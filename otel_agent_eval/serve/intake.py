@@ -1,6 +1,7 @@
 """Received spans into the one evaluation core: a queue bounded in spans, one consumer thread, in arrival order.
 
-A request's spans are admitted whole or not at all (`offer`), so a sender that is refused
+A request's spans are admitted whole or not at all (`offer`; or `reserve` from its span count before it is
+decoded, then `admit`), so a sender that is refused
 can retry the very same request and nothing is counted twice. The count of queued spans
 includes the batch being evaluated, so memory is bounded by `limit` spans plus the
 requests being read. The consumer replays each request as `offline/score.py` replays a
@@ -67,16 +68,36 @@ class Intake:
 
     def offer(self, spans: list[ReadableSpan]) -> bool:
         """Queue a request's spans, all or none; False when they do not fit or the intake is stopping."""
-        if not spans:
-            return not self._stopping
-        with self._changed:
-            if self._stopping or self._queued + len(spans) > self.limit:
-                return False
-            self._batches.append(spans)
-            self._queued += len(spans)
-            self._added += 1
-            self._changed.notify_all()
+        if not self.reserve(len(spans)):
+            return False
+        self.admit(spans, len(spans))
         return True
+
+    def reserve(self, n: int) -> bool:
+        """Hold room for `n` spans, all or none (a request counted, not yet decoded); False when they do not fit
+        or the intake is stopping. What is held is taken by `admit` or given back by `release`."""
+        with self._changed:
+            if self._stopping or self._queued + n > self.limit:
+                return False
+            self._queued += n
+        return True
+
+    def admit(self, spans: list[ReadableSpan], reserved: int) -> None:
+        """Queue the spans read from a request `reserved` held room for (as many or fewer: the unreadable ones
+        were skipped), giving back the rest. Admitted even if the intake began stopping since: it was reserved
+        before, and `stop` evaluates what it holds."""
+        with self._changed:
+            self._queued -= reserved - len(spans)
+            if spans:
+                self._batches.append(spans)
+                self._added += 1
+            self._changed.notify_all()
+
+    def release(self, reserved: int) -> None:
+        """Give back room held by `reserve` for a request that was not admitted."""
+        with self._changed:
+            self._queued -= reserved
+            self._changed.notify_all()
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until what was queued when asked has been evaluated and handed on; False on timeout."""
@@ -107,10 +128,11 @@ class Intake:
     def _run(self) -> None:
         while True:
             with self._changed:
-                if not self._batches and not self._stopping:
+                done = self._stopping and not self._queued  # nothing queued, nothing reserved to be admitted
+                if not self._batches and not done:
                     self._changed.wait(EXPIRE_EVERY_S)
                 if not self._batches:
-                    if self._stopping:
+                    if self._stopping and not self._queued:
                         return
                     batch = None
                 else:

@@ -10,13 +10,16 @@ inflated), and deep or broken JSON answered as a bad request rather than a crash
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..otlp.json_spans import SpanProblem, decode, spans_of_request
-from ..otlp.proto_spans import spans_of_message
+from ..otlp.proto_spans import parsed
+from ..otlp.proto_spans import span_count as message_span_count
+from ..otlp.proto_spans import spans_of_request as spans_of_parsed
 
-__all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "TooLarge", "spans_of_body"]
+__all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "Request", "TooLarge", "read_request", "spans_of_body"]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -54,10 +57,7 @@ def spans_of_body(body: bytes, content_type: str, encoding: str = "identity", *,
 
     Raises `PayloadError` (or its `TooLarge`, `Unsupported`) when the request as a whole cannot be read.
     """
-    kind, data = checked_body(body, content_type, encoding, limit=limit)
-    if kind == PROTOBUF:
-        return protobuf_spans(data, keep=keep)
-    return json_spans(data)
+    return read_request(body, content_type, encoding, limit=limit, keep=keep).spans()
 
 
 def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
@@ -71,14 +71,58 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
 
 def protobuf_spans(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     try:
-        return spans_of_message(data, keep=keep)
+        message = parsed(data)
     except SpanProblem as exc:
         raise PayloadError(str(exc)) from None
     except RecursionError:
-        raise PayloadError("not an OTLP ExportTraceServiceRequest (nested too deeply)") from None
+        raise PayloadError(_PROTOBUF_TOO_DEEP) from None
+    return Request(message, 0, keep=keep).spans()
 
 
 def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
+    return _json_request(data).spans()
+
+
+class Request:
+    """A request read as far as counting its spans (parsed, not built into spans): `count`, then `spans()`."""
+
+    __slots__ = ("count", "_message", "_json", "_keep")
+
+    def __init__(self, message: Any, count: int, *, json: bool = False, keep: bool = False) -> None:
+        self._message, self.count, self._json, self._keep = message, count, json, keep
+
+    def spans(self) -> tuple[list[ReadableSpan], list[str]]:
+        """The spans, and why any single one was skipped; `PayloadError` when the request as a whole cannot be read."""
+        try:
+            if self._json:  # the request's resourceSpans
+                return spans_of_request(self._message)
+            return spans_of_parsed(self._message, keep=self._keep)
+        except SpanProblem as exc:
+            raise PayloadError(str(exc)) from None
+        except RecursionError:
+            raise PayloadError("JSON nested too deeply" if self._json else _PROTOBUF_TOO_DEEP) from None
+
+
+_PROTOBUF_TOO_DEEP = "not an OTLP ExportTraceServiceRequest (nested too deeply)"
+
+
+def read_request(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES,
+                 keep: bool = False) -> Request:
+    """One export request parsed and its spans counted, none built yet (a refused request costs no more);
+    `PayloadError` (`TooLarge`, `Unsupported`) when it cannot be read as a whole."""
+    kind, data = checked_body(body, content_type, encoding, limit=limit)
+    if kind == PROTOBUF:
+        try:
+            message = parsed(data)
+            return Request(message, message_span_count(message), keep=keep)
+        except SpanProblem as exc:
+            raise PayloadError(str(exc)) from None
+        except RecursionError:
+            raise PayloadError(_PROTOBUF_TOO_DEEP) from None
+    return _json_request(data)
+
+
+def _json_request(data: bytes) -> Request:
     try:
         request = decode(data)
     except RecursionError:
@@ -88,12 +132,15 @@ def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
     if not isinstance(request, dict):
         raise PayloadError(f"a JSON {type(request).__name__}, not an ExportTraceServiceRequest object")
     resource_spans = request.get("resourceSpans", request.get("resource_spans", []))
+    return Request(resource_spans, _json_count(resource_spans), json=True)
+
+
+def _json_count(resource_spans: Any) -> int:
     try:
-        return spans_of_request(resource_spans)
-    except SpanProblem as exc:
-        raise PayloadError(str(exc)) from None
-    except RecursionError:
-        raise PayloadError("JSON nested too deeply") from None
+        return sum(len(scope.get("spans") or ()) for entry in resource_spans for scope in
+                   (entry.get("scopeSpans", entry.get("scope_spans")) or ()))
+    except Exception:  # noqa: BLE001 - a malformed request counts what spans_of_request reads of it
+        return 0
 
 
 def decompressed(body: bytes, encoding: str, limit: int = MAX_REQUEST_BYTES) -> bytes:
@@ -121,15 +168,6 @@ def decompressed(body: bytes, encoding: str, limit: int = MAX_REQUEST_BYTES) -> 
 def span_count(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES) -> int:
     """How many spans a request holds, without building them (to count a refused request); 0 if unreadable."""
     try:
-        data = decompressed(body, encoding, limit)
-        if media_type(content_type) == PROTOBUF:
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-            request = ExportTraceServiceRequest.FromString(data)
-            return sum(len(scope.spans) for entry in request.resource_spans for scope in entry.scope_spans)
-        request = decode(data)
-        entries = request.get("resourceSpans", request.get("resource_spans")) or []
-        return sum(len(scope.get("spans") or ()) for entry in entries for scope in
-                   (entry.get("scopeSpans", entry.get("scope_spans")) or ()))
+        return read_request(body, content_type, encoding, limit=limit).count
     except Exception:  # noqa: BLE001 - an unreadable refused request counts no spans
         return 0
