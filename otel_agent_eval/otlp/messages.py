@@ -24,9 +24,10 @@ the SDK as before.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from operator import is_
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value
@@ -117,11 +118,10 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
         if (type(attrs) is not dict or len(attrs) < n or list(islice(attrs, n)) != list(base)
                 or not all(map(is_, islice(attrs.values(), n), base.values()))):
             return None
-        for key, value in islice(attrs.items(), n, None):
-            field = _cached_field(b"\x4a", key, value)  # Span.attributes
-            if field is None:
-                return None
-            added += field
+        fields = _fields_of(b"\x4a", islice(attrs.items(), n, None))  # Span.attributes
+        if fields is None:
+            return None
+        added += fields
     events, own = mine.get("_events"), theirs["_events"]
     if events is not own:
         n = len(own)
@@ -143,12 +143,41 @@ def _event_bytes(event: Any) -> bytes | None:
         out += b"\x09" + event.timestamp.to_bytes(8, "little")  # Event.time_unix_nano, fixed64
     if event.name:
         out += _field(b"\x12", event.name.encode())
-    for key, value in (event.attributes or {}).items():
-        field = _cached_field(b"\x1a", key, value)  # Event.attributes
-        if field is None:
-            return None
-        out += field
+    attributes = event.attributes
+    if attributes:
+        cached = _event_attributes.get(id(attributes))  # the core's evaluation events share one mapping per score
+        if cached is not None and cached[0] is attributes:
+            out += cached[1]
+        else:
+            fields = _fields_of(b"\x1a", attributes.items())  # Event.attributes
+            if fields is None:
+                return None
+            if type(attributes) is MappingProxyType:  # read-only: its bytes stay right while it lives (held here)
+                if len(_event_attributes) >= _CACHE_LIMIT:
+                    _event_attributes.clear()
+                _event_attributes[id(attributes)] = (attributes, fields)
+            out += fields
     return bytes(out)
+
+
+_event_attributes: dict[int, tuple[Any, bytes]] = {}
+
+
+def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
+    """Attributes as `KeyValue` fields under `tag`, as the SDK's encoder writes them; None if one cannot be."""
+    out = b""
+    get = _fields.get
+    for key, value in items:
+        try:
+            field = get((tag, key, type(value), value))
+        except TypeError:  # unhashable: a list or dict value
+            field = None
+        if field is None:
+            field = _cached_field(tag, key, value)
+            if field is None:
+                return None
+        out += field
+    return out
 
 
 _fields: dict[tuple[bytes, str, type, Any], bytes] = {}

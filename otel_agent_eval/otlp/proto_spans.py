@@ -160,7 +160,16 @@ def any_value(value: Any, depth: int = 0) -> Any:
     if kind == "array_value":
         if depth >= MAX_DEPTH:
             return None
-        return tuple(v for v in (any_value(item, depth + 1) for item in value.array_value.values) if v is not None)
+        out = []
+        for item in value.array_value.values:
+            kind = item.WhichOneof("value")
+            if kind in _SCALARS:
+                out.append(getattr(item, kind))
+            elif kind is not None:
+                item = any_value(item, depth + 1)
+                if item is not None:
+                    out.append(item)
+        return tuple(out)
     if kind == "kvlist_value":
         return attributes(value.kvlist_value.values, depth + 1) if depth < MAX_DEPTH else None
     return getattr(value, kind)
