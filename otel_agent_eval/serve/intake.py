@@ -128,11 +128,10 @@ class Intake:
     def _run(self) -> None:
         while True:
             with self._changed:
-                done = self._stopping and not self._queued  # nothing queued, nothing reserved to be admitted
-                if not self._batches and not done:
+                if not self._batches and not (self._stopping and not self._queued):
                     self._changed.wait(EXPIRE_EVERY_S)
                 if not self._batches:
-                    if self._stopping and not self._queued:
+                    if self._stopping and not self._queued:  # nothing queued, nor reserved to be admitted
                         return
                     batch = None
                 else:
