@@ -32,7 +32,7 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 
 __all__ = ["MessageSpan", "Origin", "request_of"]
 
@@ -40,6 +40,7 @@ __all__ = ["MessageSpan", "Origin", "request_of"]
 _SHARED = ("_name", "_context", "_parent", "_kind", "_status", "_links", "_resource", "_start_time", "_end_time",
            "_instrumentation_scope")
 _CACHE_LIMIT = 20_000
+_PLAIN = (dict, MappingProxyType)  # attributes that drop nothing (the SDK's own count what they dropped)
 
 
 class Origin:
@@ -80,22 +81,22 @@ def request_of(spans: Sequence[ReadableSpan]) -> bytes:
         if chunks is None:
             chunks = scopes[origin.scope_key] = []
         chunks.append(data)
-    out = bytearray()
+    out: list[bytes] = []
     for (resource, resource_schema), scopes in groups.items():
-        body = bytearray(_field(b"\x0a", resource))  # ResourceSpans.resource
+        body = [_field(b"\x0a", resource)]  # ResourceSpans.resource
         for (scope, scope_schema), chunks in scopes.items():
-            inner = bytearray(_field(b"\x0a", scope) if scope is not None else b"")  # ScopeSpans.scope
+            inner = [_field(b"\x0a", scope)] if scope is not None else []  # ScopeSpans.scope
             for data in chunks:
-                inner += _field(b"\x12", data)  # ScopeSpans.spans
+                inner += (b"\x12", _varint(len(data)), data)  # ScopeSpans.spans
             if scope_schema:
-                inner += _field(b"\x1a", scope_schema.encode())
-            body += _field(b"\x12", inner)  # ResourceSpans.scope_spans
+                inner.append(_field(b"\x1a", scope_schema.encode()))
+            body.append(_field(b"\x12", b"".join(inner)))  # ResourceSpans.scope_spans
         if resource_schema:
-            body += _field(b"\x1a", resource_schema.encode())
-        out += _field(b"\x0a", body)  # ExportTraceServiceRequest.resource_spans
+            body.append(_field(b"\x1a", resource_schema.encode()))
+        out.append(_field(b"\x0a", b"".join(body)))  # ExportTraceServiceRequest.resource_spans
     if others:  # requests concatenate: their resource_spans add up
-        out += encode_spans(others).SerializeToString()
-    return bytes(out)
+        out.append(encode_spans(others).SerializeToString())
+    return b"".join(out)
 
 
 def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
@@ -136,14 +137,17 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
 
 
 def _event_bytes(event: Any) -> bytes | None:
-    if event.dropped_attributes:
+    if type(event) is Event and type(event._attributes) in _PLAIN:  # the SDK's fields (its properties cost calls)
+        timestamp, name, attributes = event._timestamp, event._name, event._attributes
+    elif event.dropped_attributes:
         return None
+    else:
+        timestamp, name, attributes = event.timestamp, event.name, event.attributes
     out = bytearray()
-    if event.timestamp:
-        out += b"\x09" + event.timestamp.to_bytes(8, "little")  # Event.time_unix_nano, fixed64
-    if event.name:
-        out += _field(b"\x12", event.name.encode())
-    attributes = event.attributes
+    if timestamp:
+        out += b"\x09" + timestamp.to_bytes(8, "little")  # Event.time_unix_nano, fixed64
+    if name:
+        out += _field(b"\x12", name.encode())
     if attributes:
         cached = _event_attributes.get(id(attributes))  # the core's evaluation events share one mapping per score
         if cached is not None and cached[0] is attributes:
@@ -214,12 +218,20 @@ def _kv_bytes(key: str, value: Any) -> bytes | None:
 
 def _field(tag: bytes, data: bytes | bytearray) -> bytes:
     """A length-delimited field: its tag, the length as a varint, the bytes."""
-    n = len(data)
+    return tag + _varint(len(data)) + data
+
+
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
+
+
+def _varint(n: int) -> bytes:
     if n < 0x80:
-        return tag + bytes((n,)) + data
-    head = bytearray(tag)
+        return _ONE_BYTE[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    out = bytearray()
     while n >= 0x80:
-        head.append(n & 0x7F | 0x80)
+        out.append(n & 0x7F | 0x80)
         n >>= 7
-    head.append(n)
-    return bytes(head) + data
+    out.append(n)
+    return bytes(out)
