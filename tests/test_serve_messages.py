@@ -275,3 +275,22 @@ def test_with_redaction_on_serve_re_encodes_what_it_forwards() -> None:
         assert service.receiving.keep_messages is False
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize("value", ["web_search", "", "ünïcode ✓", "x" * 200, True, False, 0, 1, -1, 127, 128, 2**63 - 1,
+                                   -(2**63), 0.0, -0.0, 0.25, 1e300, float("inf"), float("-inf"), (1, 2), ["a", "b"],
+                                   b"\x00\xff", None])
+@pytest.mark.parametrize("key", ["agent_eval.score", ""])
+def test_an_added_attribute_is_written_as_the_sdk_encoder_writes_it(key: str, value: Any) -> None:
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value
+
+    assert messages._kv_bytes(key, value) == _encode_key_value(key, value).SerializeToString()
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, "\ud800"])
+def test_an_attribute_the_sdk_cannot_encode_is_left_to_it(value: Any) -> None:
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_key_value
+
+    with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the SDK's message class raises
+        _encode_key_value("k", value).SerializeToString()
+    assert messages._kv_bytes("k", value) is None  # the span then goes through the SDK's encoder, which logs it
