@@ -118,7 +118,10 @@ class Forwarder:
                 take = min(self.max_batch, len(self._spans))
                 if take == 0:  # swept by a shutdown meanwhile
                     continue
-                batch = [self._spans.popleft() for _ in range(take)]
+                if take == len(self._spans):  # all of it (the usual case): one copy, not a pop a span
+                    batch, self._spans = list(self._spans), deque()
+                else:
+                    batch = [self._spans.popleft() for _ in range(take)]
                 self._in_export = take
                 self._changed.notify_all()
             outcome = self._export(batch)
