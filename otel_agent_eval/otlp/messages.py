@@ -169,44 +169,38 @@ _event_attributes: dict[int, tuple[Any, bytes]] = {}
 
 
 def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
-    """Attributes as `KeyValue` fields under `tag`, as the SDK's encoder writes them; None if one cannot be."""
-    out = b""
-    get = _fields.get
+    """Attributes as `KeyValue` fields under `tag`, as the SDK's encoder writes them; None if one cannot be.
+    Cached by key, then value (most of ours repeat), its type checked on a hit: 1, 1.0 and True are equal keys."""
+    by_key = _fields[tag]
+    parts = []
     for key, value in items:
+        values = by_key.get(key)
+        if values is None:
+            values = by_key[key] = {}
         try:
-            field = get((tag, key, type(value), value))
+            hit = values.get(value)
         except TypeError:  # unhashable: a list or dict value
-            field = None
-        if field is None:
-            field = _cached_field(tag, key, value)
-            if field is None:
-                return None
-        out += field
-    return out
+            hit = values = None
+        if hit is not None and hit[0] is type(value):
+            parts.append(hit[1])
+            continue
+        kv = _kv_bytes(key, value)
+        if kv is None:
+            return None
+        field = _field(tag, kv)
+        if values is not None:
+            if _cached[0] >= _CACHE_LIMIT:
+                for cache in _fields.values():
+                    cache.clear()
+                _cached[0] = 0
+            values[value] = (type(value), field)
+            _cached[0] += 1
+        parts.append(field)
+    return b"".join(parts)
 
 
-_fields: dict[tuple[bytes, str, type, Any], bytes] = {}
-
-
-def _cached_field(tag: bytes, key: str, value: Any) -> bytes | None:
-    """One attribute as a `KeyValue` field, as the SDK's encoder writes it (cached: most of ours repeat); None if
-    it cannot be."""
-    try:
-        cache_key = (tag, key, type(value), value)
-        field = _fields.get(cache_key)
-    except TypeError:  # unhashable: a list or dict value
-        cache_key, field = None, None
-    if field is not None:
-        return field
-    kv = _kv_bytes(key, value)
-    if kv is None:
-        return None
-    field = _field(tag, kv)
-    if cache_key is not None:
-        if len(_fields) >= _CACHE_LIMIT:
-            _fields.clear()
-        _fields[cache_key] = field
-    return field
+_fields: dict[bytes, dict[str, dict[Any, tuple[type, bytes]]]] = {b"\x4a": {}, b"\x1a": {}}  # Span, Event attributes
+_cached = [0]  # values cached in _fields
 
 
 def _kv_bytes(key: str, value: Any) -> bytes | None:
