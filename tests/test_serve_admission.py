@@ -114,3 +114,21 @@ def test_room_given_back_is_room_again() -> None:
         assert len(intake) == 0 and intake.offer(tool_spans(4)) and intake.drain(10) and len(intake) == 0
     finally:
         intake.stop()
+
+
+@pytest.mark.parametrize("kind", [PROTOBUF, "application/json"])
+def test_with_workers_a_request_is_checked_for_room_per_worker_before_its_parts_are_built(kind: str) -> None:
+    from google.protobuf import json_format
+
+    from otel_agent_eval.serve.split import NoRoom, split_body
+
+    data = body_of(40)
+    if kind != PROTOBUF:
+        data = json_format.MessageToJson(ExportTraceServiceRequest.FromString(data)).encode()
+    asked: list[list[int]] = []
+    with pytest.raises(NoRoom) as refused:
+        split_body(data, kind, 2, room=lambda spans: asked.append(spans) or False)
+    assert refused.value.spans == 40 and len(asked) == 1 and sum(asked[0]) == 40 and all(asked[0])
+
+    parts = split_body(data, kind, 2, room=lambda spans: spans == asked[0])  # room: the same parts as without a check
+    assert [(w, n) for w, _, n in parts] == [(w, n) for w, _, n in split_body(data, kind, 2)] == list(enumerate(asked[0]))

@@ -10,10 +10,14 @@ is not 16 bytes, a resource or scope that cannot be read) goes to worker 0, whol
 reports it. A request whose spans all go to one worker is passed on as it came.
 
     >>> parts = split_body(data, PROTOBUF, workers=4)   # [(worker, body, spans), ...]
+
+With `room`, the spans per worker are checked against it before any part is built: a request
+that cannot be taken (the usual case at full load) costs a parse and a count (`NoRoom`).
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -23,20 +27,34 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..otlp.json_spans import _get, _resource, _scope, otlp_id
 from .payload import PROTOBUF, PayloadError
 
-__all__ = ["Part", "split_body"]
+__all__ = ["NoRoom", "Part", "split_body"]
 
 Part = tuple[int, bytes, int]  # (worker, body of the sub-request, spans in it)
 _SCOPE_KEYS = ("scopeSpans", "scope_spans", "instrumentationLibrarySpans")
 
 
-def split_body(data: bytes, kind: str, workers: int) -> list[Part]:
-    """`data` (already inflated) as one part per worker that gets spans; PayloadError when it cannot be read at all."""
+class NoRoom(Exception):
+    """The workers have no room for a request's spans now (`spans`: how many it holds)."""
+
+    def __init__(self, spans: int) -> None:
+        super().__init__(f"no room for {spans} spans")
+        self.spans = spans
+
+
+def split_body(data: bytes, kind: str, workers: int, *, room: Callable[[list[int]], bool] | None = None) -> list[Part]:
+    """`data` (already inflated) as one part per worker that gets spans; PayloadError when it cannot be read at all,
+    `NoRoom` when `room(spans per worker)` says no."""
     if kind == PROTOBUF:
-        return split_protobuf(data, workers)
-    return split_json(data, workers)
+        return split_protobuf(data, workers, room)
+    return split_json(data, workers, room)
 
 
-def split_protobuf(data: bytes, workers: int) -> list[Part]:
+def _check(room: Callable[[list[int]], bool] | None, counts: list[int]) -> None:
+    if room is not None and not room(counts):
+        raise NoRoom(sum(counts))
+
+
+def split_protobuf(data: bytes, workers: int, room: Callable[[list[int]], bool] | None = None) -> list[Part]:
     try:
         request = ExportTraceServiceRequest.FromString(data)
     except (DecodeError, RuntimeWarning, ValueError) as exc:  # the words of otlp/proto_spans.py
@@ -53,6 +71,7 @@ def split_protobuf(data: bytes, workers: int) -> list[Part]:
                 counts[w] += 1
             per_scope.append(targets)
         routes.append(per_scope)
+    _check(room, counts)
     used = [w for w in range(workers) if counts[w]]
     if len(used) <= 1:
         return [(used[0], data, counts[used[0]])] if used else []
@@ -82,7 +101,7 @@ def _worker_of_bytes(trace_id: bytes, workers: int) -> int:
     return int.from_bytes(trace_id, "big") % workers if len(trace_id) == 16 else 0
 
 
-def split_json(data: bytes, workers: int) -> list[Part]:
+def split_json(data: bytes, workers: int, room: Callable[[list[int]], bool] | None = None) -> list[Part]:
     try:
         try:
             request, fast = orjson.loads(data), True
@@ -101,6 +120,7 @@ def split_json(data: bytes, workers: int) -> list[Part]:
     counts = [0] * workers
     for entry in resource_spans:
         _split_entry(entry, per_worker, counts, workers)
+    _check(room, counts)
     used = [w for w in range(workers) if per_worker[w]]
     if len(used) <= 1:
         return [(used[0], data, counts[used[0]])] if used else []

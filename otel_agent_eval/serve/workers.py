@@ -55,7 +55,7 @@ from .payload import PROTOBUF, PayloadError, checked_body
 from .receive import FULL, STOPPING, Answer, Receiving
 from .self_metrics import ServeMetrics
 from .service import COLLECT_WAIT_S, Listening, ServeConfig, log_stopped
-from .split import Part, split_body
+from .split import NoRoom, Part, split_body
 from .worker import BATCH, BATCH_HEADER, CONFIG, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP, read_frame, write_frame
 
 __all__ = ["MAX_WORKERS", "WorkerPool", "WorkerService"]
@@ -215,6 +215,12 @@ class WorkerPool:
     def has_room(self, n: int = 1) -> bool:
         """Whether some worker could take `n` spans now (a cheap check before reading a request)."""
         return not self.stopping and any(w.alive and w.inflight + n <= self.share for w in self.workers)
+
+    def has_room_for(self, spans: list[int]) -> bool:
+        """Whether each worker could take its share (`spans[w]`) now: a check before the parts are built; `submit`
+        checks again, atomically."""
+        return not self.stopping and all(not n or (w.alive and w.inflight + n <= self.share)
+                                         for w, n in zip(self.workers, spans))
 
     def submit(self, parts: list[Part], kind: str) -> list[tuple[int, list[str]] | None] | None:
         """Send the parts if every worker they go to has room (None, nothing sent, if one has not); then each
@@ -385,7 +391,10 @@ class ShardedReceiving(Receiving):
             return self._refused(transport, body, content_type, encoding)
         try:
             kind, data = checked_body(body, content_type, encoding, limit=self.max_bytes)
-            parts = split_body(data, kind, pool.size)
+            parts = split_body(data, kind, pool.size, room=pool.has_room_for)
+        except NoRoom as full:  # counted before any part was built
+            self.metrics.spans(transport, "refused", full.spans)
+            return self._answer(transport, self._full())
         except PayloadError as exc:
             return self._unreadable_body(transport, exc)
         results = pool.submit(parts, kind)
