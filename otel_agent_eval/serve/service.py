@@ -10,6 +10,7 @@ accepted, close open runs, flush the next hop, then stop serving metrics.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ from .self_metrics import ServeMetrics
 from .status import serve_status
 from .tls import ServerTls
 
-__all__ = ["ServeConfig", "Service"]
+__all__ = ["ServeConfig", "Service", "collect_less"]
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +269,20 @@ class Service(Listening):
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forwarder is not None:
             self.forwarder.put(spans)
+
+
+def collect_less() -> None:
+    """For a process that only serves (the command and its workers, not an app embedding `Service`): a request
+    makes thousands of short-lived objects, nearly all freed by reference counting, so the cyclic collector's
+    default, a young collection every 700 allocations, cost 5-20 % of serve's CPU at capacity (issue 27). What
+    startup built (modules, the catalog, the exporters) is frozen out of its scans; young objects are collected
+    every 20,000 allocations, older ones at the default ratios."""
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
+
+
+YOUNG_GC_THRESHOLD = 20_000
 
 
 def log_stopped(m: ServeMetrics) -> None:

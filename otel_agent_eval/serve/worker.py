@@ -105,6 +105,9 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - one line to the parent, which stops with it
         parent.send("error", f"worker {index} could not start: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return 2
+    from .service import collect_less
+
+    collect_less()
     parent.send("ready", os.getpid())
     try:
         _serve(service, inp, parent)

@@ -80,6 +80,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until a signal; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
     from ..serve import ServeConfig, Service
+    from ..serve.service import collect_less
     from ..serve.auth import read_token_file
     from ..serve.intake import DEFAULT_QUEUE_SPANS
     from ..serve.next_hop import MAX_TIMEOUT_S, NextHop
@@ -159,6 +160,7 @@ def run_serve(args: argparse.Namespace) -> int:
         service.start()
     except OSError as exc:  # its message names the listener, address and port
         raise ValueError(f"serve: {exc}") from None
+    collect_less()  # this process only serves
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(_listening(service), flush=True)
