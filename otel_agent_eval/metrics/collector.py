@@ -118,6 +118,8 @@ class EvalMetrics:
         self._lock = threading.Lock()
         self._mask = label_mask  # redaction's, when on: names from spans become label values
         self._series: dict[tuple[str, str], _Series] = {}
+        # (static score, outcome, agent, tool type, error type) of a call -> where it is counted (`record`'s one look-up)
+        self._known_calls: dict[tuple[Any, ...], tuple[_Series, tuple[StaticScore, str], BucketCounts, tuple[str, str, str]]] = {}
         self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
@@ -188,6 +190,7 @@ class EvalMetrics:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
+        self._known_calls = {}
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
@@ -203,6 +206,7 @@ class EvalMetrics:
             self.catalog = catalog
             self.catalog_fallback = False  # a reload that succeeds ends the fallback
             self._known_tools = set(catalog.tools)
+            self._known_calls = {}  # keyed by the old catalog's static scores: let them go
 
     def count(self, name: str, n: int = 1) -> None:
         """Bump a self-metric counter (thread-safe)."""
@@ -215,29 +219,23 @@ class EvalMetrics:
         self.ignored.bump()
 
     def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
-        """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
+        """Account one scored call. Hot path: one look-up by the call's key (as the Collector's spanmetrics connector
+        keys its accumulators) finds its series, its count and its duration histogram, then a few additions under
+        one lock; a new key takes `_place`, which labels it, charges the budget and folds what does not fit."""
         static = score.static
         duration = score.duration_s
+        call_key = (static, score.outcome, agent, score.tool_type, score.error_type)
         with self._lock:
             self.scored += 1
-            key = (static.tool, agent or "")
-            series = self._series.get(key)
-            if series is None:
-                series = self._new_series(key)
-            calls_key = (static, score.outcome)
-            count = series.calls.get(calls_key)
-            if count is None:  # new label sets, maybe: charged to the budget, or counted under _other_
-                series = self._admit(series, static, score.outcome)
-                count = series.calls.get(calls_key, 0)
-            series.calls[calls_key] = count + 1
+            place = self._known_calls.get(call_key)
+            if place is None:
+                place = self._place(score, agent, call_key)
+            series, calls_key, hist, duration_labels = place
+            calls = series.calls
+            calls[calls_key] = calls.get(calls_key, 0) + 1
             if not static.known:
                 self._missing_tools[series.labels[0]] += 1
             if duration is not None:
-                error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
-                duration_key = (static.tool, score.tool_type, error_type)
-                hist = self._durations.get(duration_key)
-                if hist is None:
-                    duration_key, hist = self._new_duration(duration_key)
                 hist.observe(duration, trace_id or None)  # an int; formatted as hex only when scraped
                 series.window.observe(duration)
                 series.excess_latency_s += score.excess_latency_s
@@ -246,7 +244,33 @@ class EvalMetrics:
             if self.mirror is not None:
                 self.mirror.flush_tallies(self)
         if self.mirror is not None:
-            self.mirror.record(score, series.labels, duration_key if duration is not None else None)
+            self.mirror.record(score, series.labels, duration_labels if duration is not None else None)
+
+    def _place(self, score: CallScore, agent: str | None,
+               call_key: tuple[Any, ...]) -> tuple[_Series, tuple[StaticScore, str], BucketCounts, tuple[str, str, str]]:
+        """Where a call with a new key is counted: its series (the call's label sets admitted to it, or _other_'s), its
+        count's key there, its duration histogram and that one's labels (lock held). Remembered for the key only when
+        the series and the histogram were found by the call's own names: a repeat then finds what this would find,
+        with nothing charged or folded (a folded call comes this way each time, and is counted as folded each time)."""
+        static = score.static
+        key = (static.tool, agent or "")
+        series = self._series.get(key)
+        if series is None:
+            series = self._new_series(key)
+        calls_key = (static, score.outcome)
+        if calls_key not in series.calls:  # new label sets, maybe: charged to the budget, or counted under _other_
+            series = self._admit(series, static, score.outcome)
+        error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
+        duration_key = (static.tool, score.tool_type, error_type)
+        hist = self._durations.get(duration_key)
+        if hist is None:
+            if score.duration_s is None:  # no histogram for a call without a duration: nothing to remember either
+                return series, calls_key, None, duration_key  # type: ignore[return-value]
+            duration_key, hist = self._new_duration(duration_key)
+        place = (series, calls_key, hist, duration_key)
+        if self._series.get(key) is series and self._durations.get(duration_key) is hist:
+            self._known_calls[call_key] = place
+        return place
 
     def record_run(self, run: Any) -> None:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
