@@ -301,7 +301,7 @@ class Pipeline:
                 return []  # forwarded when its agent is known (at the latest when the trace's root ends)
         score = self.score(span, attrs, record)
         self.runs.add_call(record.trace_id, record, score)
-        out = [self._enriched(span, attrs, record, score)]
+        out = [span if self.enricher is None else self._enriched(span, attrs, record, score)]
         if local_child:  # a tool span closes a run only as a root
             return out
         return self._close_runs(span, attrs, facts, out)

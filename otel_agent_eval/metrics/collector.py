@@ -302,11 +302,13 @@ class EvalMetrics:
             spurious = labels(evaluation.spurious_calls, series.spurious) if evaluation.spurious_calls else []
             loops = labels(evaluation.loops, series.loops) if evaluation.loops else []
             series.over_budget += evaluation.over_budget
-            unpriced = [self._bounded(model, self._unpriced_models, self._max_unknown_tools) for model in evaluation.unpriced_models]
+            unpriced = [self._bounded(model, self._unpriced_models, self._max_unknown_tools)
+                        for model in evaluation.unpriced_models] if evaluation.unpriced_models else []
             if unpriced:
                 self.counters["unpriced_llm_calls"] += len(unpriced)
                 self._missing_models.update(unpriced)
-            self.llm_price_sources.update(evaluation.llm_price_sources)
+            if evaluation.llm_price_sources:  # Counter.update costs half a microsecond, even with nothing to add
+                self.llm_price_sources.update(evaluation.llm_price_sources)
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
