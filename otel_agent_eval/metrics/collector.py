@@ -35,6 +35,7 @@ from .window import SlidingQuantiles
 OTHER = n.OTHER
 _OTHER_PAIR = (OTHER, OTHER)
 MAX_ERROR_TYPES = 10  # error_type label values per tool; more are folded into "_OTHER"
+MAX_REMEMBERED_NAMES = 10_000  # tool names of run counters remembered with their catalog tool's label
 
 
 _holders: weakref.WeakKeyDictionary[CollectorRegistry, EvalMetrics] = weakref.WeakKeyDictionary()  # registry -> ours in it
@@ -129,6 +130,7 @@ class EvalMetrics:
         self.llm_price_sources: Counter[str] = Counter()  # LLM calls by where their price came from
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
+        self._catalog_labels: dict[str, str] = {}  # a name a run counter saw -> its catalog tool's label
         self._unknown_tools: set[str] = set()
         self._unpriced_models: set[str] = set()  # label values, capped like unknown tools
         self._missing_tools: Counter[str] = Counter()  # calls per unknown tool label
@@ -207,6 +209,7 @@ class EvalMetrics:
             self.catalog_fallback = False  # a reload that succeeds ends the fallback
             self._known_tools = set(catalog.tools)
             self._known_calls = {}  # keyed by the old catalog's static scores: let them go
+            self._catalog_labels = {}
 
     def count(self, name: str, n: int = 1) -> None:
         """Bump a self-metric counter (thread-safe)."""
@@ -399,7 +402,13 @@ class EvalMetrics:
 
     def _run_tool_labels(self, tools: tuple[str, ...], counts: Counter[str]) -> list[str]:
         """Count a run's tools (redundant, spurious calls, loops) in `counts`, as labelled; the labels."""
-        labels = [self._run_tool_label(tool, counts) for tool in tools]
+        catalog_labels = self._catalog_labels
+        labels = []
+        for tool in tools:
+            label = catalog_labels.get(tool)
+            if label is None or label not in counts:  # a name not seen yet, or a label set that is new here
+                label = self._run_tool_label(tool, counts)
+            labels.append(label)
         for label in labels:  # Counter.update's own checks cost more than this
             counts[label] += 1
         return labels
@@ -409,6 +418,10 @@ class EvalMetrics:
         An alias or qualified name is labelled as its catalog tool, as the call's own series are."""
         known = self.catalog.tool(tool)
         label = self._tool_label(known.name if known is not None else tool)
+        if known is not None and label == known.name:  # a catalog tool's label: the same whatever the budget
+            if len(self._catalog_labels) >= MAX_REMEMBERED_NAMES:  # qualified names of a tool are endless
+                self._catalog_labels.clear()
+            self._catalog_labels[tool] = label
         if label in counts:
             return label
         if label != OTHER and self.budget.take(1):
