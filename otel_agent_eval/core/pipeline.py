@@ -238,7 +238,7 @@ class Pipeline:
             self.failed("on_end", exc)
         if self.runs.early_closed:  # runs the bounds closed while handling this span
             forward = self._release_closed_early() + forward
-        return self._outgoing(forward)
+        return forward if self.redactor is None else self._outgoing(forward)
 
     def outgoing(self, span: ReadableSpan) -> ReadableSpan:
         """A span about to leave the process: redacted when redaction is on (fail closed), else as it is."""
