@@ -96,3 +96,24 @@ def test_the_budget_is_a_setting():
 
     assert Settings.from_env({"OTEL_AGENT_EVAL_MAX_SAMPLES": "1000"}).max_samples == 1000
     assert Settings().max_samples == budget.DEFAULT_MAX_SAMPLES
+
+
+def test_a_call_that_folds_is_counted_as_folded_each_time_it_comes():
+    """A call's key is remembered only where it was counted under its own labels: one folded into `_other_` takes
+    the whole way again each time, so the folded count grows by the same for the same traffic, round after round."""
+    app = App(background=False, max_samples=4_000)
+    folded = [app.self_metric("labels_folded") or 0]
+    for _ in range(3):
+        for i in range(40):
+            root = app.tracer.start_span("invoke_agent", attributes=agent_attrs(f"agent-{i}"))
+            context = set_span_in_context(root)
+            for tool in ("local_index", "web_search"):
+                app.tracer.start_span("execute_tool", context=context, attributes=tool_attrs(tool)).end()
+            root.end()
+        folded.append(app.self_metric("labels_folded"))
+    steps = [b - a for a, b in zip(folded, folded[1:])]
+    assert steps[0] > 0 and steps == [steps[0]] * 3
+    calls = app.series("agent_eval_tool_calls_total")
+    assert sum(calls.values()) == 240
+    assert sum(v for k, v in calls.items() if dict(k)["gen_ai_agent_name"] == "_other_") > 0
+    app.provider.shutdown()

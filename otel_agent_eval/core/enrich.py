@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import conventions as c
-from .recognize import attribute_dict
+from .recognize import attribute_dict, span_events
 from .redact import MASK, Redactor
 from .runs import AgentRun
 from .scoring import CallScore, StaticScore
@@ -91,9 +91,7 @@ class EnrichedSpan(ReadableSpan):
 
 def events_of(span: ReadableSpan) -> tuple[Event, ...]:
     """The span's events as a tuple: `ReadableSpan.events` builds it through a generator, three times slower."""
-    events = getattr(span, "_events", None)
-    if events is None:
-        return tuple(span.events or ())
+    events = span_events(span)
     return tuple(events) if events else ()
 
 

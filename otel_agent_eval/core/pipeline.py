@@ -238,7 +238,7 @@ class Pipeline:
             self.failed("on_end", exc)
         if self.runs.early_closed:  # runs the bounds closed while handling this span
             forward = self._release_closed_early() + forward
-        return self._outgoing(forward)
+        return forward if self.redactor is None else self._outgoing(forward)
 
     def outgoing(self, span: ReadableSpan) -> ReadableSpan:
         """A span about to leave the process: redacted when redaction is on (fail closed), else as it is."""
@@ -301,7 +301,7 @@ class Pipeline:
                 return []  # forwarded when its agent is known (at the latest when the trace's root ends)
         score = self.score(span, attrs, record)
         self.runs.add_call(record.trace_id, record, score)
-        out = [self._enriched(span, attrs, record, score)]
+        out = [span if self.enricher is None else self._enriched(span, attrs, record, score)]
         if local_child:  # a tool span closes a run only as a root
             return out
         return self._close_runs(span, attrs, facts, out)

@@ -26,6 +26,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, StatusCode
 
 from . import conventions as c
@@ -593,13 +594,8 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
         problems.append(f"no valid start/end time (start={start!r}, end={end!r})")
 
     status = getattr(span, "_status", None) or getattr(span, "status", None)
-    error, error_message = call_error(span, attrs, status)
-
-    events = ()
-    if convention.argument_events:
-        events = getattr(span, "_events", None)
-        if events is None:
-            events = getattr(span, "events", ())
+    events = span_events(span)
+    error, error_message = call_error(span, attrs, status, events)
     agent = _as_text(_first(attrs, convention.agent)) if convention.agent else None
     if agent is not None and len(agent) > MAX_NAME_CHARS:
         agent = agent[:MAX_NAME_CHARS]
@@ -609,14 +605,15 @@ def read_tool_call(span: ReadableSpan, attrs: Mapping[str, Any], convention: _Co
     )
 
 
-def call_error(span: Any, attrs: Mapping[str, Any], status: Any = None) -> tuple[str | None, str | None]:
+def call_error(span: Any, attrs: Mapping[str, Any], status: Any = None, events: Any = None) -> tuple[str | None, str | None]:
     """(error type, message) when the tool span says the call failed, else (None, None): the one rule for a call's error.
 
     A call failed when its span has `error.type`, or status ERROR, or `gen_ai.tool.status` "error" (strands-agents:
     a tool that raised is an error *result*, the span status stays OK), or, with its status left UNSET, an
     `exception` event. An `exception` event under status OK was handled (a retry that worked): no failure. The
     type is `error.type`, else the `exception` event's `exception.type`, else `_OTHER`. (An ERROR child span of a
-    tool span whose status is UNSET fails the call too: the pipeline sees the child, `child_error`.)
+    tool span whose status is UNSET fails the call too: the pipeline sees the child, `child_error`.) `events`: the
+    span's `span_events`, when the caller has them.
     """
     if status is None:
         status = getattr(span, "_status", None) or getattr(span, "status", None)
@@ -626,7 +623,7 @@ def call_error(span: Any, attrs: Mapping[str, Any], status: Any = None) -> tuple
         return _label(error_type), getattr(status, "description", None)
     tool_status = _as_text(attrs.get(c.GEN_AI_TOOL_STATUS))
     failed = code is _ERROR or (tool_status is not None and tool_status.lower() in c.TOOL_STATUS_FAILED)
-    exception_type = _exception_type(span) if failed or code is not _OK else None
+    exception_type = _exception_type(span_events(span) if events is None else events) if failed or code is not _OK else None
     if failed or exception_type is not None:
         return exception_type or UNKNOWN_ERROR_TYPE, getattr(status, "description", None) or None
     return None, None
@@ -776,9 +773,20 @@ def _label(value: Any) -> str:
     return text if text is not None else str(value)
 
 
-def _exception_type(span: ReadableSpan) -> str | None:
-    """The `exception.type` of the span's first `exception` event ("" when it names none), else None (no such event)."""
-    for event in getattr(span, "events", None) or ():
+def span_events(span: Any) -> Any:
+    """The span's events, to iterate, without copying them: `ReadableSpan.events` builds a tuple through the SDK's
+    `BoundedList`, whose Python-level iterator runs even when there are none; its deque is read directly."""
+    events = getattr(span, "_events", None)
+    if type(events) is BoundedList:
+        return events._dq
+    if events is None:
+        return getattr(span, "events", None) or ()
+    return events
+
+
+def _exception_type(events: Any) -> str | None:
+    """The `exception.type` of the first `exception` event ("" when it names none), else None (no such event)."""
+    for event in events or ():
         if event.name == c.EXCEPTION_EVENT:
             value = (event.attributes or {}).get(c.EXCEPTION_TYPE)
             return _label(value) if value else ""

@@ -33,6 +33,7 @@ from .schema_check import compile_check
 logger = logging.getLogger(__name__)
 
 HEALTH_WEIGHTS = {"completion": 0.30, "tool_accuracy": 0.25, "hallucination_free": 0.25, "latency": 0.10, "cost": 0.10}
+_W_COMPLETION, _W_ACCURACY, _W_HALLUCINATION, _W_LATENCY, _W_COST = HEALTH_WEIGHTS.values()  # once per run: no look-ups
 LATENCY_AT_ZERO_S = 10.0  # tutorial: a 10 s run scores 0 on latency
 COST_AT_ZERO_USD = 0.10  # tutorial: a $0.10 run scores 0 on cost
 _CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
@@ -253,15 +254,16 @@ def _health(completed: bool, accuracy: float | None, hallucination_free: float |
             cost: float) -> float:
     """0-100: the tutorial's weighted parts (HEALTH_WEIGHTS), renormalised over those that are known
     (summed in the order of HEALTH_WEIGHTS, so the figure is the same to the last bit everywhere)."""
-    w = HEALTH_WEIGHTS
-    total, weight = w["completion"] * (1.0 if completed else 0.0), w["completion"]
+    total, weight = _W_COMPLETION * (1.0 if completed else 0.0), _W_COMPLETION
     if accuracy is not None:
-        total, weight = total + w["tool_accuracy"] * accuracy, weight + w["tool_accuracy"]
+        total, weight = total + _W_ACCURACY * accuracy, weight + _W_ACCURACY
     if hallucination_free is not None:
-        total, weight = total + w["hallucination_free"] * hallucination_free, weight + w["hallucination_free"]
+        total, weight = total + _W_HALLUCINATION * hallucination_free, weight + _W_HALLUCINATION
     if duration is not None:
-        total, weight = total + w["latency"] * max(0.0, 1 - duration / LATENCY_AT_ZERO_S), weight + w["latency"]
-    total, weight = total + w["cost"] * max(0.0, 1 - cost / COST_AT_ZERO_USD), weight + w["cost"]
+        latency = 1 - duration / LATENCY_AT_ZERO_S
+        total, weight = total + _W_LATENCY * (latency if latency > 0.0 else 0.0), weight + _W_LATENCY  # max(0.0, ...)
+    cheap = 1 - cost / COST_AT_ZERO_USD
+    total, weight = total + _W_COST * (cheap if cheap > 0.0 else 0.0), weight + _W_COST
     return 100 * total / weight
 
 

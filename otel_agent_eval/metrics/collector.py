@@ -35,6 +35,7 @@ from .window import SlidingQuantiles
 OTHER = n.OTHER
 _OTHER_PAIR = (OTHER, OTHER)
 MAX_ERROR_TYPES = 10  # error_type label values per tool; more are folded into "_OTHER"
+MAX_REMEMBERED_NAMES = 10_000  # tool names of run counters remembered with their catalog tool's label
 
 
 _holders: weakref.WeakKeyDictionary[CollectorRegistry, EvalMetrics] = weakref.WeakKeyDictionary()  # registry -> ours in it
@@ -118,6 +119,8 @@ class EvalMetrics:
         self._lock = threading.Lock()
         self._mask = label_mask  # redaction's, when on: names from spans become label values
         self._series: dict[tuple[str, str], _Series] = {}
+        # (static score, outcome, agent, tool type, error type) of a call -> where it is counted (`record`'s one look-up)
+        self._known_calls: dict[tuple[Any, ...], tuple[_Series, tuple[StaticScore, str], BucketCounts, tuple[str, str, str]]] = {}
         self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
@@ -127,6 +130,7 @@ class EvalMetrics:
         self.llm_price_sources: Counter[str] = Counter()  # LLM calls by where their price came from
         self._window_s = window_s
         self._known_tools = set(catalog.tools) if catalog else set()
+        self._catalog_labels: dict[str, str] = {}  # a name a run counter saw -> its catalog tool's label
         self._unknown_tools: set[str] = set()
         self._unpriced_models: set[str] = set()  # label values, capped like unknown tools
         self._missing_tools: Counter[str] = Counter()  # calls per unknown tool label
@@ -188,6 +192,7 @@ class EvalMetrics:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
+        self._known_calls = {}
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
@@ -203,6 +208,8 @@ class EvalMetrics:
             self.catalog = catalog
             self.catalog_fallback = False  # a reload that succeeds ends the fallback
             self._known_tools = set(catalog.tools)
+            self._known_calls = {}  # keyed by the old catalog's static scores: let them go
+            self._catalog_labels = {}
 
     def count(self, name: str, n: int = 1) -> None:
         """Bump a self-metric counter (thread-safe)."""
@@ -215,29 +222,23 @@ class EvalMetrics:
         self.ignored.bump()
 
     def record(self, score: CallScore, agent: str | None, trace_id: int = 0) -> None:
-        """Account one scored call. Hot path: a few dict look-ups and additions under one lock."""
+        """Account one scored call. Hot path: one look-up by the call's key (as the Collector's spanmetrics connector
+        keys its accumulators) finds its series, its count and its duration histogram, then a few additions under
+        one lock; a new key takes `_place`, which labels it, charges the budget and folds what does not fit."""
         static = score.static
         duration = score.duration_s
+        call_key = (static, score.outcome, agent, score.tool_type, score.error_type)
         with self._lock:
             self.scored += 1
-            key = (static.tool, agent or "")
-            series = self._series.get(key)
-            if series is None:
-                series = self._new_series(key)
-            calls_key = (static, score.outcome)
-            count = series.calls.get(calls_key)
-            if count is None:  # new label sets, maybe: charged to the budget, or counted under _other_
-                series = self._admit(series, static, score.outcome)
-                count = series.calls.get(calls_key, 0)
-            series.calls[calls_key] = count + 1
+            place = self._known_calls.get(call_key)
+            if place is None:
+                place = self._place(score, agent, call_key)
+            series, calls_key, hist, duration_labels = place
+            calls = series.calls
+            calls[calls_key] = calls.get(calls_key, 0) + 1
             if not static.known:
                 self._missing_tools[series.labels[0]] += 1
             if duration is not None:
-                error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
-                duration_key = (static.tool, score.tool_type, error_type)
-                hist = self._durations.get(duration_key)
-                if hist is None:
-                    duration_key, hist = self._new_duration(duration_key)
                 hist.observe(duration, trace_id or None)  # an int; formatted as hex only when scraped
                 series.window.observe(duration)
                 series.excess_latency_s += score.excess_latency_s
@@ -246,7 +247,33 @@ class EvalMetrics:
             if self.mirror is not None:
                 self.mirror.flush_tallies(self)
         if self.mirror is not None:
-            self.mirror.record(score, series.labels, duration_key if duration is not None else None)
+            self.mirror.record(score, series.labels, duration_labels if duration is not None else None)
+
+    def _place(self, score: CallScore, agent: str | None,
+               call_key: tuple[Any, ...]) -> tuple[_Series, tuple[StaticScore, str], BucketCounts, tuple[str, str, str]]:
+        """Where a call with a new key is counted: its series (the call's label sets admitted to it, or _other_'s), its
+        count's key there, its duration histogram and that one's labels (lock held). Remembered for the key only when
+        the series and the histogram were found by the call's own names: a repeat then finds what this would find,
+        with nothing charged or folded (a folded call comes this way each time, and is counted as folded each time)."""
+        static = score.static
+        key = (static.tool, agent or "")
+        series = self._series.get(key)
+        if series is None:
+            series = self._new_series(key)
+        calls_key = (static, score.outcome)
+        if calls_key not in series.calls:  # new label sets, maybe: charged to the budget, or counted under _other_
+            series = self._admit(series, static, score.outcome)
+        error_type = "" if score.outcome != "error" else (score.error_type or "_OTHER")
+        duration_key = (static.tool, score.tool_type, error_type)
+        hist = self._durations.get(duration_key)
+        if hist is None:
+            if score.duration_s is None:  # no histogram for a call without a duration: nothing to remember either
+                return series, calls_key, None, duration_key  # type: ignore[return-value]
+            duration_key, hist = self._new_duration(duration_key)
+        place = (series, calls_key, hist, duration_key)
+        if self._series.get(key) is series and self._durations.get(duration_key) is hist:
+            self._known_calls[call_key] = place
+        return place
 
     def record_run(self, run: Any) -> None:
         """Account one evaluated `AgentRun` (called when its root span ends, not per span)."""
@@ -278,11 +305,13 @@ class EvalMetrics:
             spurious = labels(evaluation.spurious_calls, series.spurious) if evaluation.spurious_calls else []
             loops = labels(evaluation.loops, series.loops) if evaluation.loops else []
             series.over_budget += evaluation.over_budget
-            unpriced = [self._bounded(model, self._unpriced_models, self._max_unknown_tools) for model in evaluation.unpriced_models]
+            unpriced = [self._bounded(model, self._unpriced_models, self._max_unknown_tools)
+                        for model in evaluation.unpriced_models] if evaluation.unpriced_models else []
             if unpriced:
                 self.counters["unpriced_llm_calls"] += len(unpriced)
                 self._missing_models.update(unpriced)
-            self.llm_price_sources.update(evaluation.llm_price_sources)
+            if evaluation.llm_price_sources:  # Counter.update costs half a microsecond, even with nothing to add
+                self.llm_price_sources.update(evaluation.llm_price_sources)
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
@@ -373,7 +402,13 @@ class EvalMetrics:
 
     def _run_tool_labels(self, tools: tuple[str, ...], counts: Counter[str]) -> list[str]:
         """Count a run's tools (redundant, spurious calls, loops) in `counts`, as labelled; the labels."""
-        labels = [self._run_tool_label(tool, counts) for tool in tools]
+        catalog_labels = self._catalog_labels
+        labels = []
+        for tool in tools:
+            label = catalog_labels.get(tool)
+            if label is None or label not in counts:  # a name not seen yet, or a label set that is new here
+                label = self._run_tool_label(tool, counts)
+            labels.append(label)
         for label in labels:  # Counter.update's own checks cost more than this
             counts[label] += 1
         return labels
@@ -383,6 +418,10 @@ class EvalMetrics:
         An alias or qualified name is labelled as its catalog tool, as the call's own series are."""
         known = self.catalog.tool(tool)
         label = self._tool_label(known.name if known is not None else tool)
+        if known is not None and label == known.name:  # a catalog tool's label: the same whatever the budget
+            if len(self._catalog_labels) >= MAX_REMEMBERED_NAMES:  # qualified names of a tool are endless
+                self._catalog_labels.clear()
+            self._catalog_labels[tool] = label
         if label in counts:
             return label
         if label != OTHER and self.budget.take(1):

@@ -133,9 +133,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.metrics.seen.bump()
         try:
             attrs = attribute_dict(span)
-            pipeline = self.pipeline
-            if pipeline.is_typed(attrs) or (self._active and span.context.trace_id in self._active):
-                self._active[span.context.trace_id] = None
+            pipeline, active, trace_id = self.pipeline, self._active, span.context.trace_id
+            if pipeline.is_typed(attrs) or (active and trace_id in active):
+                active[trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
