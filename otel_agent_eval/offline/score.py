@@ -27,6 +27,7 @@ from operator import itemgetter
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
@@ -292,8 +293,9 @@ class Deduplicator:
     def __call__(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
         seen, order, memory, fresh = self.seen, self.order, self.memory, []
         for span in spans:
-            context = span.context if type(span) is not ReadableSpan else span._context  # the property is a Python call
-            key = context.trace_id << 64 | context.span_id
+            # the SDK's fields, not its properties (Python calls): a SpanContext is a tuple (trace id, span id, ...)
+            context = span._context if type(span) is ReadableSpan else span.context
+            key = (context[0] << 64 | context[1]) if type(context) is SpanContext else (context.trace_id << 64 | context.span_id)
             if key in seen:
                 self.stats.spans_duplicate += 1
                 continue
