@@ -36,6 +36,28 @@ def collector_zstd(spans, *, proto: bool) -> bytes:
     return out
 
 
+# -- lines and batches ---------------------------------------------------------------------------------------------
+
+def test_a_file_is_read_a_record_at_a_time_and_a_bom_or_a_bad_line_reads_as_before(app, tmp_path):
+    """`batches()` gives a line's spans together (what `score` reads); a byte-order mark (orjson's fast path takes
+    no BOM) and a line that is not UTF-8 go the slow way, with the same spans and the same problem line."""
+    spans = app.spans()
+    text = collector_lines(spans, size=16)
+    plain = RecordedSpans(write(tmp_path / "plain.json", text))
+    batches_read = list(plain.batches())
+    assert [len(b) for b in batches_read] == [sum(len(scope["spans"]) for entry in json.loads(line)["resourceSpans"]
+                                                  for scope in entry["scopeSpans"]) for line in text.splitlines()]
+    ids = [s.context.span_id for batch in batches_read for s in batch]
+    assert ids == [s.context.span_id for s in RecordedSpans(tmp_path / "plain.json")] and len(ids) == len(spans)
+    with_bom = RecordedSpans(write(tmp_path / "bom.json", "\ufeff" + text))
+    assert [s.context.span_id for s in with_bom] == ids and with_bom.stats.problems == []
+    lines = text.splitlines(keepends=True)
+    damaged = RecordedSpans(write(tmp_path / "damaged.json", lines[0].encode() + b"\xff" + "".join(lines[1:]).encode()))
+    first, second = len(batches_read[0]), len(batches_read[1])
+    assert [s.context.span_id for s in damaged] == ids[:first] + ids[first + second:]
+    assert [str(p) for p in damaged.stats.problems] == [f"{tmp_path / 'damaged.json'}:2: not UTF-8 text (byte 1 of the line)"]
+
+
 # -- zstd ---------------------------------------------------------------------------------------------------------
 
 def test_zstd_files_score_exactly_as_the_plain_json(app, tmp_path):

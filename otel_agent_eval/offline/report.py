@@ -405,7 +405,8 @@ class ReportBuilder:
         acc.llm_cost += evaluation.llm_cost_usd
         if evaluation.llm_price_sources:
             acc.llm_sources.update(evaluation.llm_price_sources)
-            self._llm_sources.update(evaluation.llm_price_sources)
+            for source in evaluation.llm_price_sources:  # (Counter.update is Python code, a dozen steps per call)
+                self._llm_sources[source] += 1
         acc.health += evaluation.health
         acc.early += run.closed_by != "end"
         acc.wasted += math.fsum(s.static.excess_cost_usd for s in run.scores)

@@ -20,32 +20,35 @@ from __future__ import annotations
 import gc
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
 from ..core.pipeline import NoSink, Pipeline
-from ..core.recognize import ToolCallRecord, agent_at_start, attribute_dict, span_facts
+from ..core.recognize import SpanFacts, ToolCallRecord, agent_at_start, attribute_dict, span_facts
 from ..core.runs import AgentRun
 from ..core.scoring import CallScore
 from ..otel.wiring import build_pipeline
 from .recorded import FileProblem, PathArg, ReadStats, RecordedSpans
 from .report import Report, ReportBuilder
 
-__all__ = ["CLOCK_SKEW_NS", "DEFAULT_REORDER_SPANS", "RecordedClock", "agent_start_reader", "fewer_collections", "in_replay_order",
-           "score_traces", "without_duplicates"]
+__all__ = ["CLOCK_SKEW_NS", "DEFAULT_REORDER_SPANS", "Deduplicator", "RecordedClock", "agent_start_reader", "fewer_collections",
+           "in_replay_order", "replay_events", "score_traces"]
 
 DEFAULT_REORDER_SPANS = 10_000
 DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
 _END, _START = 0, 1  # at the same instant, spans end before others start
 YOUNG_COLLECTION_EVERY = 100_000  # net container allocations between two young-generation collections while scoring
 CLOCK_SKEW_NS = 1_000_000  # how much later than its parent a child may be recorded to end (millisecond start times)
-# (time, _END/_START, other time, file order, span, agent, trace id, span id, parent span id)
-_Event = tuple[int, int, int, int, ReadableSpan, "str | None", int, int, "int | None"]
+# (time, _END/_START, other time, file order, span, agent, span_facts(span), attribute_dict(span))
+_Event = tuple[int, int, int, int, ReadableSpan, "str | None", SpanFacts, Mapping[str, Any]]
 
 
 def score_traces(
@@ -86,16 +89,28 @@ def score_traces(
     if registry is None:  # no one reads the Prometheus series: the report is built from the callbacks alone
         pipeline.sink = NoSink()
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
+    is_typed, latest = pipeline.is_typed, 0
+    deduplicated = map(Deduplicator(spans.stats), spans.batches())
+
+    def agent_at(attrs: Mapping[str, Any], span: ReadableSpan) -> str | None:
+        return agent_at_start(attrs, span._name, is_typed(attrs))  # (the `name` property is a Python call)
+
+    # Hot: one pass per span and per agent start; the clock moves only forward (`RecordedClock.advance`, inline)
     with fewer_collections():
-        for span, agent in in_replay_order(without_duplicates(spans, spans.stats), agent_start_reader(pipeline), reorder_spans):
+        for event in replay_events(chain.from_iterable(deduplicated), agent_at, reorder_spans):
+            span, agent, facts = event[4], event[5], event[6]
             if agent is None:
-                clock.advance(span.end_time)
+                time = facts[5]
+                if type(time) is int and time > latest:
+                    latest, clock.now = time, time / 1e9
                 seen()
                 if on_span is not None:
                     on_span(span)
-                ended(span)
+                ended(span, event[7], facts)
             else:
-                clock.advance(span.start_time)
+                time = facts[4]
+                if type(time) is int and time > latest:
+                    latest, clock.now = time, time / 1e9
                 started(span, agent)
     pipeline.close_all()
     metrics.close()  # its series stay readable in `registry` until another scorer takes it over
@@ -138,8 +153,18 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     `window=0` keeps file order (and replays no starts).
     """
     if window <= 0:
-        yield from ((span, None) for span in spans)
-        return
+        return ((span, None) for span in spans)
+    return map(_SPAN_AND_AGENT, replay_events(spans, lambda attrs, span: agent_of(span), window))
+
+
+_SPAN_AND_AGENT = itemgetter(4, 5)
+
+
+def replay_events(spans: Iterable[ReadableSpan], agent_at: Callable[[Mapping[str, Any], ReadableSpan], str | None],
+                  window: int = DEFAULT_REORDER_SPANS) -> Iterator[_Event]:
+    """`in_replay_order`'s events as they are kept: `(time, _END or _START, other time, file order, span, agent,
+    its SpanFacts, its attribute_dict)`, what `score` hands on to the pipeline without reading them again;
+    `agent_at(attrs, span)` names the agent a span announces at its start."""
     heap: list[_Event] = []
     push, pop = heapq.heappush, heapq.heappop
     # (trace id, span id) -> (end, -start) of its children whose end is still to replay: a span ending
@@ -147,8 +172,9 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     waiting: dict[tuple[int, int], list[tuple[int, int]]] = {}
 
     def done(event: _Event) -> None:
-        if event[8] is not None:
-            siblings = waiting.get(below := (event[6], event[8]))
+        facts = event[6]
+        if facts[2] is not None:
+            siblings = waiting.get(below := (facts[0], facts[2]))
             if siblings is not None:
                 siblings.remove((event[0], event[2]))
                 if not siblings:
@@ -157,7 +183,8 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     def put_back(event: _Event) -> bool:
         """Whether a span's end waits for a child recorded to end up to CLOCK_SKEW_NS later (then it is pushed
         back to end together with that child, and `_nested_order` ends the child first)."""
-        time, _, other, seq, span, _, trace_id, span_id, parent_id = event
+        time, _, other, seq, span, _, facts, attrs = event
+        trace_id, span_id, parent_id = facts[0], facts[1], facts[2]
         children = waiting.get((trace_id, span_id))
         if not children:
             return False
@@ -167,10 +194,10 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
         done(event)
         if parent_id is not None:
             waiting.setdefault((trace_id, parent_id), []).append(last)
-        push(heap, (last[0], _END, last[1], seq, span, None, trace_id, span_id, parent_id))
+        push(heap, (last[0], _END, last[1], seq, span, None, facts, attrs))
         return True
 
-    def tied(event: _Event) -> Iterator[tuple[ReadableSpan, str | None]]:
+    def tied(event: _Event) -> Iterator[_Event]:
         """`event` and the events held of spans that started and ended at the same instants."""
         together = [event]
         while heap and heap[0][0] == event[0] and heap[0][1] == event[1] and heap[0][2] == event[2]:
@@ -180,25 +207,39 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
                 if waiting and put_back(event):
                     continue
                 done(event)
-            yield event[4], event[5]
+            yield event
 
-    # Hot: one pass of this loop per span, so the ids and times are read once (`span_facts`) and carried in
-    # the events, and the common event (no other at its instant) is released inline.
-    items, exhausted = enumerate(spans), False
+    # Hot: one pass of this loop per span, so the ids, times and attributes are read once and carried in the
+    # events, and the common event (no other at its instant, no child still to end) is released inline.
+    items, exhausted = enumerate(spans), window <= 0
     while True:
         for seq, span in items:
-            trace_id, span_id, parent_id, _, start, end = span_facts(span)
+            facts = span_facts(span)
+            attrs = getattr(span, "_attributes", None)
+            if type(attrs) is not dict:
+                attrs = attribute_dict(span)
+            end, start = facts[5], facts[4]
             end = end if type(end) is int else 0
             start = start if type(start) is int else 0
-            push(heap, (end, _END, -start, seq, span, None, trace_id, span_id, parent_id))
-            if parent_id is not None:
-                waiting.setdefault((trace_id, parent_id), []).append((end, -start))
-            agent = agent_of(span)
+            if exhausted:  # file order
+                yield (end, _END, -start, seq, span, None, facts, attrs)
+                continue
+            push(heap, (end, _END, -start, seq, span, None, facts, attrs))
+            if facts[2] is not None:
+                key = (facts[0], facts[2])
+                siblings = waiting.get(key)
+                if siblings is None:
+                    waiting[key] = [(end, -start)]
+                else:
+                    siblings.append((end, -start))
+            agent = agent_at(attrs, span)
             if agent is not None:
-                push(heap, (start, _START, -end, seq, span, agent, trace_id, span_id, parent_id))
+                push(heap, (start, _START, -end, seq, span, agent, facts, attrs))
             if len(heap) > window:
                 break
         else:
+            if exhausted:
+                return
             exhausted, window = True, 0  # the input is read: release everything
         while len(heap) > window:
             event = pop(heap)
@@ -206,10 +247,16 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
                 yield from tied(event)
                 continue
             if event[1] == _END:
-                if waiting and put_back(event):
+                facts = event[6]
+                if (facts[0], facts[1]) in waiting and put_back(event):
                     continue
-                done(event)
-            yield event[4], event[5]
+                if facts[2] is not None:  # done(event), inline
+                    siblings = waiting.get(below := (facts[0], facts[2]))
+                    if siblings is not None:
+                        siblings.remove((event[0], event[2]))
+                        if not siblings:
+                            del waiting[below]
+            yield event
         if exhausted:
             return
 
@@ -231,25 +278,33 @@ def _nested_order(tied: list[_Event], parents_first: bool) -> list[_Event]:
     return sorted(tied, key=depth, reverse=not parents_first)  # stable: file order among equals
 
 
-def without_duplicates(spans: Iterable[ReadableSpan], stats: ReadStats, memory: int = DEDUPLICATE_SPANS) -> Iterator[ReadableSpan]:
-    """`spans` less repeats of a (trace id, span id) among the last `memory` spans (counted in `stats`).
+class Deduplicator:
+    """Batches of spans less repeats of a (trace id, span id) among the last `memory` spans (counted in `stats`).
 
     The same file given twice, or overlapping exports, would otherwise count calls twice,
     and the second copy of a run's root would find its run already closed.
     """
-    seen: set[int] = set()
-    order: deque[int] = deque()  # not a dict popped from the front: its iteration would crawl over the holes
-    for span in spans:
-        context = span.context
-        key = context.trace_id << 64 | context.span_id
-        if key in seen:
-            stats.spans_duplicate += 1
-            continue
-        seen.add(key)
-        order.append(key)
-        if len(order) > memory:
-            seen.discard(order.popleft())
-        yield span
+
+    def __init__(self, stats: ReadStats, memory: int = DEDUPLICATE_SPANS) -> None:
+        self.stats, self.memory = stats, memory
+        self.seen: set[int] = set()
+        self.order: deque[int] = deque()  # not a dict popped from the front: its iteration would crawl over the holes
+
+    def __call__(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+        seen, order, memory, fresh = self.seen, self.order, self.memory, []
+        for span in spans:
+            # the SDK's fields, not its properties (Python calls): a SpanContext is a tuple (trace id, span id, ...)
+            context = span._context if type(span) is ReadableSpan else span.context
+            key = (context[0] << 64 | context[1]) if type(context) is SpanContext else (context.trace_id << 64 | context.span_id)
+            if key in seen:
+                self.stats.spans_duplicate += 1
+                continue
+            seen.add(key)
+            order.append(key)
+            if len(order) > memory:
+                seen.discard(order.popleft())
+            fresh.append(span)
+        return fresh
 
 
 class RecordedClock:

@@ -117,8 +117,14 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
     their Python-level `__init__`/`__new__` (a third of the cost of reading a span).
     """
     get = item.get
-    trace_id = otlp_id(get("traceId") or get("trace_id"), 16, "traceId")
-    span_id = otlp_id(get("spanId") or get("span_id"), 8, "spanId")
+    trace_text, span_text = get("traceId") or get("trace_id"), get("spanId") or get("span_id")
+    try:  # otlp_id's common case, inline: hex of the right length (else otlp_id reads it, or says why not)
+        trace_id = int(trace_text, 16) if type(trace_text) is str and len(trace_text) == 32 else 0
+        span_id = int(span_text, 16) if type(span_text) is str and len(span_text) == 16 else 0
+    except ValueError:
+        trace_id = span_id = 0
+    if trace_id <= 0 or span_id <= 0:
+        trace_id, span_id = otlp_id(trace_text, 16, "traceId"), otlp_id(span_text, 8, "spanId")
     flags = get("flags") or 0
     if type(flags) is not int:
         flags = _int(flags, "flags")
@@ -286,9 +292,12 @@ def _int(raw: Any, field: str) -> int:
 
 def _time(raw: Any) -> int | None:
     """Nanoseconds since the epoch; None when absent (the pipeline counts such a span as malformed, like live)."""
-    if type(raw) is str and raw.isascii() and raw.isdigit():  # how OTLP/JSON writes a fixed64
-        value = int(raw)
-    elif not raw or raw == "0":
+    if type(raw) is str and raw:  # how OTLP/JSON writes a fixed64 (`int` reads a str as `_int` would, sooner)
+        try:
+            value = int(raw)
+        except ValueError:
+            raise SpanProblem(f"time {raw[:40]!r} is not an integer") from None
+    elif not raw:
         return None
     else:
         value = _int(raw, "time")
