@@ -221,17 +221,18 @@ def tree(pid: int) -> list[int]:
     return [pid, *children]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` and its children, every thread."""
-    return sum((int(f[11]) + int(f[12])) / CLK_TCK for one in tree(pid) if (f := _stat(one)))
+def cpu_seconds(pid: int, *, children: bool = True) -> float:
+    """utime + stime of `pid` (and its children), every thread."""
+    return sum((int(f[11]) + int(f[12])) / CLK_TCK for one in (tree(pid) if children else [pid]) if (f := _stat(one)))
 
 
-def peak_rss_mib(pid: int) -> float:
+def rss_mib(pid: int, key: str = "VmHWM") -> float:
+    """Resident memory of `pid` and its children: peak (VmHWM) or now (VmRSS)."""
     total = 0.0
     for one in tree(pid):
         try:
             with open(f"/proc/{one}/status") as status:
-                total += sum(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+                total += sum(int(line.split()[1]) / 1024 for line in status if line.startswith(key + ":"))
         except OSError:
             continue
     return total
@@ -392,7 +393,7 @@ def measure(hop: Hop, requests: list[tuple[bytes, int]], latency_requests: list[
                           **{k: None if v is None else v * 1000 for k, v in
                              (("p50_ms", quantile(lat, 0.5)), ("p99_ms", quantile(lat, 0.99)), ("max_ms", max(lat, default=None)))}}
         _drain(hop, sink0 + acked)
-    row["peak_rss_mib"] = peak_rss_mib(hop.process.pid)
+    row["peak_rss_mib"] = rss_mib(hop.process.pid)
     account = stop(hop)
     row["metric_requests"] = hop.sink.metric_requests
     row["accounting"] = {"acknowledged": acked, "accepted": account["accepted"], "forwarded": account["forwarded"],
