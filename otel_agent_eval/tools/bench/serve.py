@@ -164,15 +164,8 @@ class Load:
         def sender() -> None:
             connection = http.client.HTTPConnection(*self.address, timeout=30)
             due = time.monotonic()
-            while True:
+            while time.monotonic() < deadline:  # each connection sends at least once, however low the rate
                 body, n = self._take()
-                if per_connection is not None:
-                    due += n / per_connection
-                    pause = due - time.monotonic()
-                    if pause > 0:
-                        time.sleep(pause)
-                if time.monotonic() >= deadline:
-                    break
                 t0 = time.perf_counter()
                 try:
                     connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
@@ -191,6 +184,11 @@ class Load:
                     else:
                         self.refused_spans += n
                         self.refused_requests += 1
+                if per_connection is not None:  # the next request is due when this one's spans are paid for
+                    due += n / per_connection
+                    pause = min(due, deadline) - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
             connection.close()
 
         threads = [threading.Thread(target=sender, daemon=True) for _ in range(connections)]
@@ -339,7 +337,10 @@ def stop(hop: Hop) -> dict[str, Any]:
     """A graceful stop; the hop's own account of what it took and passed on (None where it gives none)."""
     account: dict[str, Any] = {"accepted": None, "forwarded": None, "failed": None}
     if hop.process.poll() is None and hop.name == "Collector":
-        now = _telemetry(hop)
+        # the exporter counts a request as sent once the sink's answer is back, a moment after the sink counted it
+        deadline = time.monotonic() + DRAIN_S
+        while (now := _telemetry(hop)) and now["sent"] + now["failed"] < now["accepted"] and time.monotonic() < deadline:
+            time.sleep(0.05)
         if now:
             account.update(accepted=int(now["accepted"]), forwarded=int(now["sent"]), failed=int(now["failed"]))
     if hop.process.poll() is None:
