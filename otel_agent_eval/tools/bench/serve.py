@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -254,7 +254,6 @@ class Hop:
     sink: Sink
     log: Any
     telemetry_url: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def start_serve(sink: Sink, workers: int, log: Any) -> Hop:
@@ -272,7 +271,7 @@ def start_serve(sink: Sink, workers: int, log: Any) -> Hop:
         process.wait()
         raise RuntimeError(f"serve did not say where it listens: {line.strip() or _tail(log)}") from None
     return Hop("serve" if workers == 1 else f"serve --workers {workers}", process, (host, int(port)), sink, log,
-               telemetry_url=where.get("metrics", ""), extra={"workers": workers})
+               telemetry_url=where.get("metrics", ""))
 
 
 def collector_config(sink: Sink, http_port: int, telemetry_port: int) -> dict[str, Any]:
@@ -300,12 +299,20 @@ def start_collector(binary: str, sink: Sink, workdir: str, log: Any) -> Hop:
     hop = Hop("Collector", process, ("127.0.0.1", http_port), sink, log,
               telemetry_url=f"http://127.0.0.1:{telemetry_port}/metrics")
     deadline = time.monotonic() + START_S
-    while not _telemetry(hop):
+    while not (_telemetry(hop) and _listening(hop.address)):  # its telemetry starts before its receiver
         if process.poll() is not None or time.monotonic() > deadline:
             stop(hop)
             raise RuntimeError(f"the Collector did not start: {_tail(log)}")
         time.sleep(0.1)
     return hop
+
+
+def _listening(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _tail(log: Any) -> str:
