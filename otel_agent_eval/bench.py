@@ -1,4 +1,4 @@
-"""`python -m otel_agent_eval.bench`: the overhead benchmark (see tools/bench.py)."""
+"""`python -m otel_agent_eval.bench`: the benchmark (see tools/bench/: the processor's overhead, serve, score)."""
 from __future__ import annotations
 
 import sys

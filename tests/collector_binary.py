@@ -1,24 +1,21 @@
 """The kit's OpenTelemetry Collector, as `.ci/collector` builds it from collector-config/builder-config.yaml.
 
-The binary lives in a cache directory keyed by the manifest's hash (the same rule as the script's), so a
+The binary lives in a cache directory keyed by the manifest's hash (the same rule as the script's, kept in
+otel_agent_eval/tools/bench/serve.py, whose serve section runs it too), so a
 changed manifest means a new build. Missing: the test fails in one line naming the command that builds it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import pytest
 import yaml
 
+from otel_agent_eval.tools.bench.serve import BUILD_COMMAND, collector_path
+
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "collector-config" / "builder-config.yaml"
-BUILD_COMMAND = "bash .ci/collector"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "otel-agent-eval"
 
 
 def manifest() -> dict:
@@ -26,8 +23,7 @@ def manifest() -> dict:
 
 
 def otelcol_path() -> Path:
-    key = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:16]
-    return cache_dir() / f"otelcol-{key}" / manifest()["dist"]["name"]
+    return collector_path(MANIFEST)
 
 
 def otelcol() -> str:

@@ -3,11 +3,18 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sys
 from typing import Any
 
 import pytest
 
-from otel_agent_eval.tools import bench
+from otel_agent_eval.tools.bench import cli, scale
+from otel_agent_eval.tools.bench import instructions as counting
+from otel_agent_eval.tools.bench import processor as processor_bench
+from otel_agent_eval.tools.bench import report as report_bench
+from otel_agent_eval.tools.bench import score as score_bench
+from otel_agent_eval.tools.bench import serve as serve_bench
 
 
 def _strict(text: str) -> Any:
@@ -24,7 +31,7 @@ def _positive(row: dict[str, Any], *keys: str) -> None:
 
 @pytest.fixture(scope="module")
 def quick() -> dict[str, Any]:
-    return bench.run(quick=True)
+    return cli.run(quick=True, sections=cli.SECTIONS)
 
 
 def test_a_quick_run_reports_every_section_and_row_with_positive_figures(quick: dict[str, Any]) -> None:
@@ -32,14 +39,14 @@ def test_a_quick_run_reports_every_section_and_row_with_positive_figures(quick: 
     assert {"python", "cpu_count", "opentelemetry_sdk", "prometheus_client"} <= result["environment"].keys()
 
     rows = result["overhead"]["rows"]
-    assert [r["variant"] for r in rows] == [key for key, _ in bench.VARIANTS]
+    assert [r["variant"] for r in rows] == [key for key, _ in processor_bench.VARIANTS]
     for row in rows:
         _positive(row, "total_cpu_us", "total_cpu_ratio", "app_wall_us", "app_wall_ratio", "app_cpu_us",
                   "tool_end_p99_us", "tool_end_max_us", "root_end_p99_us", "root_end_max_us")
         assert row["end_samples"]["tool"] > 0 and row["end_samples"]["root"] > 0
     by_variant = {r["variant"]: r for r in rows}
     assert by_variant["bare"]["total_cpu_ratio"] == 1.0 and by_variant["bare"]["target"] is None
-    for variant, target in bench.TARGETS.items():
+    for variant, target in processor_bench.TARGETS.items():
         assert by_variant[variant]["target"] == target and isinstance(by_variant[variant]["target_met"], bool)
 
     assert [r["variant"] for r in result["throughput"]] == ["ours", "ours+copies"]
@@ -61,30 +68,30 @@ def test_a_quick_run_reports_every_section_and_row_with_positive_figures(quick: 
 
     baseline, routed = result["routing"]  # the no-routes baseline beside the glob routes, in the same run
     assert baseline["routes"] == 0 and baseline["bound_us"] is None
-    assert routed["routes"] == bench.SIZES["quick"]["glob_routes"] and routed["bound_us"] == bench.ROUTE_BOUND_US
+    assert routed["routes"] == cli.SIZES["quick"]["glob_routes"] and routed["bound_us"] == scale.ROUTE_BOUND_US
     assert isinstance(routed["bound_met"], bool)
     for row in (baseline, routed):
         _positive(row, "cpu_us_per_span", "route_new_value_us", "route_calls")
 
 
 def test_the_report_names_every_variant_and_says_whether_each_target_is_met(quick: dict[str, Any]) -> None:
-    report = bench.format_report(quick)
-    for _, label in bench.VARIANTS:
+    report = report_bench.format_report(quick)
+    for _, label in processor_bench.VARIANTS:
         assert label in report
     for heading in ("OVERHEAD PER SPAN", "THROUGHPUT", "SCRAPE UNDER LOAD", "SCRAPE SIZE", "CATALOG SCALE", "ROUTING A NEW VALUE"):
         assert heading in report
-    assert report.count("Target (issue #11)") == len(bench.TARGETS)
+    assert report.count("Target (issue #11)") == len(processor_bench.TARGETS)
     assert all(("met." in line or "MISSED by" in line) for line in report.splitlines() if line.startswith("Target"))
 
 
 def test_a_capped_catalog_build_reads_over_the_cap() -> None:
     row = {"catalog": "10,000 tools", "parse_s": 1.0, "build_s": None, "build_over_s": 30.0, "memory_mb": None,
            "route_repeated_us": None, "route_fresh_us": None, "error": None}
-    assert "over 30" in bench.format_report({"environment": bench.environment(), "catalog_scale": [row]})
+    assert "over 30" in report_bench.format_report({"environment": cli.environment(), "catalog_scale": [row]})
 
 
 def test_the_cli_prints_parseable_json_for_one_section(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench.main(["--quick", "--json", "--section", "scrape-size"]) == 0
+    assert cli.main(["--quick", "--json", "--section", "scrape-size"]) == 0
     result = _strict(capsys.readouterr().out)
     assert result["sections"] == ["scrape-size"] and "overhead" not in result
     assert [r["row"] for r in result["scrape_size"]][0] == "AgentEvalSpanProcessor registry"
@@ -92,22 +99,22 @@ def test_the_cli_prints_parseable_json_for_one_section(capsys: pytest.CaptureFix
 
 def test_the_cli_rejects_nonpositive_sizes() -> None:
     with pytest.raises(SystemExit):
-        bench.main(["--quick", "--runs", "0"])
+        cli.main(["--quick", "--runs", "0"])
 
 
 def test_the_floor_section_passes_spans_through_unscored_beside_the_whole_processor(capsys: pytest.CaptureFixture[str]) -> None:
     for key in ("hand-off", "inline-hand-off"):  # hooks, queue and thread only: every span forwarded, none scored
-        processor = bench._processor(key)
+        processor = processor_bench._processor(key)
         processor.forward_to = recorder = Recorder()
-        bench._end_runs(bench._provider(processor).get_tracer(__name__), 3)
+        processor_bench._end_runs(processor_bench._provider(processor).get_tracer(__name__), 3)
         processor.force_flush()
-        assert len(recorder.ended) == 3 * bench.SPANS_PER_RUN and processor.metrics.scored == 0, key
-    assert bench.main(["--quick", "--json", "--section", "floor"]) == 0
+        assert len(recorder.ended) == 3 * processor_bench.SPANS_PER_RUN and processor.metrics.scored == 0, key
+    assert cli.main(["--quick", "--json", "--section", "floor"]) == 0
     result = _strict(capsys.readouterr().out)
-    assert [r["variant"] for r in result["floor"]["rows"]] == [key for key, _ in bench.FLOOR_VARIANTS]
+    assert [r["variant"] for r in result["floor"]["rows"]] == [key for key, _ in processor_bench.FLOOR_VARIANTS]
     assert all(r["total_cpu_us"] > 0 for r in result["floor"]["rows"]) and "overhead" not in result
-    report = bench.format_report(result)
-    assert "FLOOR" in report and all(label in report for _, label in bench.FLOOR_VARIANTS)
+    report = report_bench.format_report(result)
+    assert "FLOOR" in report and all(label in report for _, label in processor_bench.FLOOR_VARIANTS)
 
 
 class Recorder:
@@ -135,7 +142,7 @@ def test_instructions_are_counted_per_span_under_valgrind() -> None:
     # thread switches, so only what must hold is asserted: the processor does work of its own, more with copies,
     # every span was scored on its thread, and the report shows each row.
     keys = ["bare", "ours", "ours+copies"]
-    result = bench.instructions(bench.SIZES["quick"]["counted_runs"], keys)
+    result = counting.instructions(cli.SIZES["quick"]["counted_runs"], keys)
     assert result["error"] is None
     rows = {r["variant"]: r for r in result["rows"]}
     assert list(rows) == keys
@@ -143,18 +150,83 @@ def test_instructions_are_counted_per_span_under_valgrind() -> None:
     assert 1.0 < rows["ours"]["ratio"] < rows["ours+copies"]["ratio"]
     assert rows["ours"]["spans_unscored"] == rows["ours+copies"]["spans_unscored"] == 0
     assert all(math.isfinite(r["l2_misses_per_span"]) for r in rows.values())  # a difference: near 0 may dip below
-    report = bench.format_report({"environment": bench.environment(), "instructions": _strict(json.dumps(result))})
+    report = report_bench.format_report({"environment": cli.environment(), "instructions": _strict(json.dumps(result))})
     assert "INSTRUCTIONS PER SPAN" in report and all(rows[k]["label"] in report for k in keys)
 
 
 def test_without_valgrind_the_instructions_section_says_so(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
-    assert bench.main(["--quick", "--section", "instructions"]) == 0
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert cli.main(["--quick", "--section", "instructions"]) == 0
     assert "not measured: valgrind not found" in capsys.readouterr().out
 
 
 def test_a_count_that_fails_is_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench.sys, "executable", "/bin/false")  # valgrind runs a child that fails at once
-    result = bench.instructions(1, ["bare"])
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # valgrind runs a child that fails at once
+    result = counting.instructions(1, ["bare"])
     assert result["rows"] == [] and result["error"].startswith("counting bare failed (exit 1)")
+
+
+# -- the fleet's figures beside their anchors: serve beside the Collector, score beside orjson --------------------
+
+def test_serve_and_the_collector_account_for_every_span_and_the_ratio_is_their_quotient() -> None:
+    # The quick sizes with one more serve, `--workers 2`, and the Collector `.ci/collector` builds (the test fails,
+    # never skips, when it is not built: collector_binary.otelcol).
+    from collector_binary import otelcol
+
+    size = cli.SIZES["quick"]
+    result = _strict(json.dumps(serve_bench.serve_section(
+        size["serve_s"], size["serve_connections"], cli.SPANS_PER_REQUEST, size["serve_runs"],
+        cli.LATENCY_SPANS_PER_REQUEST, size["latency_runs"], workers=(2,), collector=otelcol())))
+    assert [r["hop"] for r in result["rows"]] == ["serve", "Collector", "serve --workers 2"]
+    assert result["collector_missing"] is None
+    for row in result["rows"]:
+        account = row["accounting"]
+        assert account["equal"] and account["exit_code"] == 0, row
+        assert account["acknowledged"] == account["accepted"] == account["forwarded"] == account["sink"] > 0
+        assert row["spans"] <= account["sink"] and row["refused_requests"] <= row["requests"]
+        _positive(row, "cpu_s", "spans_per_s", "spans_per_cpu_s", "peak_rss_mib")
+        assert row["spans_per_cpu_s"] == pytest.approx(row["spans"] / row["cpu_s"])
+    serve, collector = result["rows"][:2]
+    assert result["ratio"] == pytest.approx(serve["spans_per_cpu_s"] / collector["spans_per_cpu_s"])
+    for row in (serve, collector):  # the latency phase ran on both, at the same offered rate
+        assert row["latency"]["requests"] > 0 and row["latency"]["p50_ms"] <= row["latency"]["p99_ms"] <= row["latency"]["max_ms"]
+    assert serve["latency"]["rate_spans_per_s"] == collector["latency"]["rate_spans_per_s"]
+    assert result["rows"][2]["latency"] is None
+    report = report_bench.format_report({"environment": cli.environment(), "serve": result})
+    assert "ratio serve / Collector, spans per CPU-second" in report
+    assert report.count("no accepted span lost") == 3 and "MISMATCH" not in report
+
+
+def test_without_a_built_collector_the_serve_section_says_so_and_measures_serve_alone(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # an empty cache: nothing built for this manifest
+    assert cli.main(["--quick", "--json", "--section", "serve"]) == 0
+    result = _strict(capsys.readouterr().out)["serve"]
+    assert [r["hop"] for r in result["rows"]] == ["serve"] and result["ratio"] is None
+    assert str(tmp_path) in result["collector_missing"] and "bash .ci/collector" in result["collector_missing"]
+    assert result["rows"][0]["accounting"]["equal"]
+    report = report_bench.format_report({"environment": cli.environment(), "serve": result})
+    assert report.count("no Collector beside it: the Collector is not built") == 1
+
+
+def test_score_is_measured_beside_an_orjson_read_of_the_same_file_which_is_kept_and_reused(tmp_path: Any) -> None:
+    path = str(tmp_path / "demo.json")
+    first = _strict(json.dumps(score_bench.score_section(cli.SIZES["quick"]["score_spans"], 1, path)))
+    assert first["written_now"] and first["file"] == path and first["spans"] >= cli.SIZES["quick"]["score_spans"]
+    assert first["calls"] > 0 and first["runs"] > 0
+    _positive(first, "score_cpu_s_per_million", "orjson_cpu_s_per_million", "rss_tenth_mib", "rss_end_mib")
+    assert first["ratio"] == pytest.approx(first["score_cpu_s_per_million"] / first["orjson_cpu_s_per_million"])
+    assert first["rss_tenth_mib"] <= first["rss_end_mib"]
+    again = score_bench.score_section(1, 1, path)  # the file exists: read again, not rewritten
+    assert not again["written_now"] and (again["spans"], again["calls"], again["runs"]) == (first["spans"], first["calls"], first["runs"])
+    report = report_bench.format_report({"environment": cli.environment(), "score": first})
+    assert "SCORE beside a plain orjson read" in report and f"ratio {first['ratio']:.1f}x" in report
+
+
+def test_a_score_file_that_holds_no_spans_is_one_clear_error(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "otlp"}\n')
+    assert cli.main(["--quick", "--section", "score", "--score-file", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: no spans that score reads" in err and "Traceback" not in err

@@ -9,7 +9,6 @@ Read back, every call, run and Prometheus series must be exactly the live proces
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import gzip
 import io
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from google.protobuf.json_format import MessageToDict, MessageToJson
+from google.protobuf.json_format import MessageToJson
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -39,6 +38,7 @@ from otel_agent_eval import AgentEvalSpanProcessor, load_catalog
 from otel_agent_eval.offline.gate import evaluate_gate, parse_fail_under
 from otel_agent_eval.offline.recorded import RecordedSpans, TraceInputError
 from otel_agent_eval.offline.score import in_replay_order, score_traces
+from otel_agent_eval.tools.bench.score import collector_json  # the Collector file exporter's JSON, as the bench writes it
 from otel_agent_eval.tools.cli import main
 
 CATALOG = load_catalog()
@@ -192,18 +192,6 @@ def app() -> Any:
 
 def batches(spans: list[ReadableSpan], size: int = 16) -> list[list[ReadableSpan]]:
     return [spans[i:i + size] for i in range(0, len(spans), size)]
-
-
-def collector_json(spans: list[ReadableSpan]) -> dict[str, Any]:
-    """One request as the Collector's file exporter writes it: protobuf's JSON mapping with hex ids and numeric enums."""
-    data = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for resource_spans in data["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return data
 
 
 def collector_lines(spans: list[ReadableSpan], size: int = 16) -> str:

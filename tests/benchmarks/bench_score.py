@@ -12,32 +12,22 @@ span, two chats, one or two tool calls, with arguments, results, errors and even
 four-span runs below; `--file PATH` keeps the file there (written once, reused when it exists).
 Each of `--rounds` rounds (default 1) scores the file in a fresh process and decodes it with
 `orjson` alone, the anchor: what reading the lines costs before a span is built.
+
+The same measure on the demo runs, in one run with the other figures, is the score section of
+`python -m otel_agent_eval.bench --section score` (otel_agent_eval/tools/bench/score.py, whose
+demo writer and orjson anchor this script uses); `--gzip` and the four-span runs are here only.
 """
 from __future__ import annotations
 
 import gzip
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
-from pathlib import Path
 
-import orjson
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from otel_agent_eval.tools.bench.score import T0, orjson_only, score_once, write_demo
 
-from otel_agent_eval.offline.score import score_traces
-from otel_agent_eval.tools.demo import run_workload
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
-from test_score import collector_json  # noqa: E402 - the Collector's file exporter's JSON, as the tests write it
-
-T0 = 1_750_000_000_000_000_000
 TOOLS = ["local_index", "web_search", "basic_calculator", "code_interpreter", "simple_filter", "ml_pipeline"]
 AGENTS = ["support_agent", "math_agent", "analytics_bot", "forecaster"]
 
@@ -96,62 +86,18 @@ def write(path: str, count: int, compress: bool) -> None:
             out.write(json.dumps({"resourceSpans": [{"resource": resource_, "scopeSpans": [{"scope": {"name": "bench"}, "spans": batch}]}]}, separators=(",", ":")) + "\n")
 
 
-class _CollectorFileExporter(SpanExporter):
-    """Spans as the Collector's file exporter writes them: a request of 512 spans a line, hex ids, numeric enums."""
-
-    def __init__(self, out: object) -> None:
-        self.out, self.batch = out, []
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.batch += spans
-        if len(self.batch) >= 512:
-            self.flush()
-        return SpanExportResult.SUCCESS
-
-    def flush(self) -> None:
-        if self.batch:
-            self.out.write(json.dumps(collector_json(self.batch), separators=(",", ":")) + "\n")
-            self.batch = []
-
-
-def write_demo(path: str, count: int, compress: bool) -> None:
-    """About `count` spans of the demo's simulated agent runs (4.1 spans a run), one run a second of recorded time."""
-    now = [T0]
-
-    def clock() -> int:
-        now[0] += 1_000_000_000
-        return now[0]
-
-    opener = gzip.open if compress else open
-    with opener(path, "wt") as out:
-        exporter = _CollectorFileExporter(out)
-        written = 0
-        while written < count:
-            runs = max(1, min(1000, (count - written) // 4))
-            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock).spans
-        exporter.flush()
-
-
-def orjson_only(path: str) -> float:
-    """CPU seconds to read the file's lines and decode each with orjson, building nothing: the anchor."""
-    opener = gzip.open if path.endswith(".gz") else open
-    cpu = time.process_time()
-    with opener(path, "rb") as lines:
-        for line in lines:
-            orjson.loads(line)
-    return time.process_time() - cpu
-
-
-def rounds(path: str, count: int) -> None:
+def rounds(path: str, count: int, compress: bool) -> None:
     """Score the file in a fresh process per round, beside an orjson-only read; medians per million spans."""
     scored, decoded = [], []
+    size = os.path.getsize(path)
     for number in range(count):
-        result = subprocess.run([sys.executable, __file__, "--file", path, "--rounds", "0"], check=True,
-                                capture_output=True, text=True)
-        print(f"round {number + 1}: {result.stdout.strip()}")
-        spans, cpu = (float(v) for v in result.stdout.split("CSV:")[1].split(","))
-        scored.append(cpu / spans * 1e6)
-        decoded.append(orjson_only(path) / spans * 1e6)
+        r = score_once(path)
+        print(f"round {number + 1}: {r['spans']:,} spans ({size / 2**20:.0f} MiB{' gzip' if compress else ''}): "
+              f"{r['calls']:,} calls, {r['runs']:,} runs scored in {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU "
+              f"({r['spans'] / r['cpu_s']:,.0f} spans/s of CPU); peak RSS: {r['rss_tenth_mib'] or float('nan'):.0f} MiB "
+              f"after a tenth, {r['rss_end_mib']:.0f} MiB at the end")
+        scored.append(r["cpu_s"] / r["spans"] * 1e6)
+        decoded.append(orjson_only(path) / r["spans"] * 1e6)
     print(f"median CPU per million spans: score {statistics.median(scored):.1f} s, orjson decode alone "
           f"{statistics.median(decoded):.1f} s (score {', '.join(f'{v:.1f}' for v in scored)}; "
           f"orjson {', '.join(f'{v:.1f}' for v in decoded)})")
@@ -165,25 +111,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = given or os.path.join(directory, "traces.json" + (".gz" if compress else ""))
         if not os.path.exists(path):
-            (write_demo if "--demo" in sys.argv else write)(path, count, compress)
-        if repeat > 0:
-            rounds(path, repeat)
-            return
-        size = os.path.getsize(path)
-        peaks: list[int] = []
-
-        def on_progress(done: int, total: int) -> None:
-            if not peaks and done >= total / 10:
-                peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-        started, cpu = time.perf_counter(), time.process_time()
-        report = score_traces(path, on_progress=on_progress)
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"{report.inputs.spans:,} spans ({size / 2**20:.0f} MiB{' gzip' if compress else ''}): {report.calls:,} calls, "
-          f"{report.runs:,} runs scored in {wall:.1f} s wall, {cpu:.1f} s CPU ({report.inputs.spans / cpu:,.0f} spans/s of CPU)")
-    print(f"peak RSS: {peaks[0] / 1024 if peaks else float('nan'):.0f} MiB after a tenth, {peak / 1024:.0f} MiB at the end")
-    print(f"CSV:{report.inputs.spans},{cpu}")
+            if "--demo" in sys.argv:
+                write_demo(path, count, gzip.open if compress else open)
+            else:
+                write(path, count, compress)
+        rounds(path, max(1, repeat), compress)
 
 
 if __name__ == "__main__":

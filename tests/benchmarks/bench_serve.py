@@ -4,7 +4,10 @@
     python tests/benchmarks/bench_serve.py --capacity-only --workers 2   # phase 1 alone, e.g. to compare --workers
 
 Not a test (pytest collects only test_*.py): the figures depend on the machine, so nothing
-here is compared with a number of the machine's; it checks only the accounting. It starts
+here is compared with a number of the machine's; it checks only the accounting. Phases 1 and 2,
+beside the OpenTelemetry Collector doing the same hop and with `--workers 2`, are the serve section
+of `python -m otel_agent_eval.bench --section serve` (otel_agent_eval/tools/bench/serve.py, whose
+sink, load and /proc readings this script uses); phase 3 is here only. It starts
 `serve` as a real process forwarding to a counting OTLP/HTTP sink in this process, and
 sends pre-encoded OTLP/HTTP requests of whole agent runs (the demo's simulated agents) in
 three phases:
@@ -26,118 +29,22 @@ forward queue.
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from otel_agent_eval.tools.demo import run_workload
+from otel_agent_eval.tools.bench.serve import STOPPED, Load, Sink, cpu_seconds, quantile, requests_of, rss_mib
 
 FORWARD_QUEUE_SPANS = 8_192  # serve's default
 # A queued span: decoded 1.7 KiB (tracemalloc, demo spans), its enriched copy about as much, and the allocator's
 # overhead on top (resident memory, not Python objects): 6 KiB is the bound this script holds serve to.
 SPAN_KIB = 6
-STOPPED = re.compile(r"stopped; spans accepted (\d+), refused (\d+), invalid (\d+); forwarded (\d+), failed (\d+), abandoned (\d+)")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class Sink:
-    """An OTLP/HTTP receiver that only counts spans (the next hop)."""
-
-    def __init__(self) -> None:
-        self.spans = 0
-        self.lock = threading.Lock()
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                request = ExportTraceServiceRequest.FromString(body)
-                n = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-                with sink.lock:
-                    sink.spans += n
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-def requests_of(spans_per_request: int, runs: int = 2_000) -> list[tuple[bytes, int]]:
-    """Pre-encoded requests of whole agent runs (a run is never split over two requests)."""
-    memory = InMemorySpanExporter()
-    run_workload(SimpleSpanProcessor(memory), runs=runs, suboptimal_share=0.1, seed=3)
-    traces: dict[int, list[Any]] = {}
-    for span in memory.get_finished_spans():
-        traces.setdefault(span.context.trace_id, []).append(span)
-    out, batch = [], []
-    for trace_spans in traces.values():
-        if batch and len(batch) + len(trace_spans) > spans_per_request:
-            out.append((encode_spans(batch).SerializeToString(), len(batch)))
-            batch = []
-        batch += trace_spans
-    if batch:
-        out.append((encode_spans(batch).SerializeToString(), len(batch)))
-    return out
-
-
-def tree(pid: int) -> list[int]:
-    """`pid` and its children (serve's workers)."""
-    pids = [pid]
-    for stat in os.listdir("/proc"):
-        if stat.isdigit():
-            try:
-                fields = open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                pids.append(int(stat))
-    return pids
-
-
-def cpu_seconds(pid: int, *, children: bool = True) -> float:
-    total = 0.0
-    for one in tree(pid) if children else [pid]:
-        try:
-            fields = open(f"/proc/{one}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
-    return total
-
-
-def rss_mib(pid: int, key: str = "VmRSS") -> float:
-    total = 0.0
-    for one in tree(pid):
-        try:
-            for line in open(f"/proc/{one}/status"):
-                if line.startswith(key + ":"):
-                    total += int(line.split()[1]) / 1024
-        except OSError:
-            continue
-    return total
+RUNS, LATENCY_RUNS = 2_000, 500
 
 
 def metric(url: str, name: str, **labels: str) -> float:
@@ -148,72 +55,8 @@ def metric(url: str, name: str, **labels: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-class Load:
-    """Senders on keep-alive connections; counts what was acknowledged and refused, and each request's round trip."""
-
-    def __init__(self, address: tuple[str, int], requests: list[tuple[bytes, int]]) -> None:
-        self.address, self.requests = address, requests
-        self.acked_spans = self.refused_spans = self.acked_requests = self.refused_requests = 0
-        self.latencies: list[float] = []
-        self.lock = threading.Lock()
-        self.next = 0
-
-    def _take(self) -> tuple[bytes, int]:
-        with self.lock:
-            self.next += 1
-            return self.requests[self.next % len(self.requests)]
-
-    def run(self, connections: int, seconds: float, rate_spans: float | None = None) -> None:
-        """Closed loop (as fast as answers come) or, with `rate_spans`, open loop at that rate over all connections."""
-        deadline = time.monotonic() + seconds
-        per_connection = None if rate_spans is None else rate_spans / connections
-
-        def sender() -> None:
-            connection = http.client.HTTPConnection(*self.address, timeout=30)
-            due = time.monotonic()
-            while True:
-                body, n = self._take()
-                if per_connection is not None:
-                    due += n / per_connection
-                    pause = due - time.monotonic()
-                    if pause > 0:
-                        time.sleep(pause)
-                if time.monotonic() >= deadline:
-                    break
-                t0 = time.perf_counter()
-                try:
-                    connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
-                    response = connection.getresponse()
-                    response.read()
-                except (OSError, http.client.HTTPException):
-                    connection.close()
-                    connection = http.client.HTTPConnection(*self.address, timeout=30)
-                    continue
-                elapsed = time.perf_counter() - t0
-                with self.lock:
-                    if response.status == 200:
-                        self.acked_spans += n
-                        self.acked_requests += 1
-                        self.latencies.append(elapsed)
-                    else:
-                        self.refused_spans += n
-                        self.refused_requests += 1
-            connection.close()
-
-        threads = [threading.Thread(target=sender, daemon=True) for _ in range(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-
 class _Done(Exception):
     """Only the capacity phase was asked for."""
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def main() -> int:
@@ -230,11 +73,11 @@ def main() -> int:
     args = parser.parse_args()
 
     print("encoding requests ...", flush=True)
-    requests = requests_of(args.spans_per_request)
+    requests = requests_of(args.spans_per_request, RUNS)
     sink = Sink()
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", "0", "--metrics-port", "0",
-         "--forward-to", sink.url, "--forward-delay", "0.2", "--queue-spans", str(args.queue_spans),
+         "--forward-to", f"{sink.base}/v1/traces", "--forward-delay", "0.2", "--queue-spans", str(args.queue_spans),
          "--workers", str(args.workers)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
     line = process.stdout.readline()
@@ -243,7 +86,7 @@ def main() -> int:
     host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
     metrics_url = where["metrics"]
     load = Load((host, int(port)), requests)
-    baseline_mib = rss_mib(process.pid)
+    baseline_mib = rss_mib(process.pid, "VmRSS")
     try:
         # 1. capacity
         main0 = cpu_seconds(process.pid, children=False)
@@ -267,7 +110,7 @@ def main() -> int:
             raise _Done
 
         # 2. latency at half the capacity
-        half = Load(load.address, requests_of(args.latency_spans_per_request, runs=500))
+        half = Load(load.address, requests_of(args.latency_spans_per_request, LATENCY_RUNS))
         half.run(args.connections, args.seconds, rate_spans=capacity / 2)
         lat = half.latencies
         print(f"ingest latency at {capacity / 2:,.0f} spans/s ({args.latency_spans_per_request} spans a request): "
@@ -283,7 +126,7 @@ def main() -> int:
 
         def watch() -> None:
             while not stop_watch.wait(0.05):
-                samples.append((time.monotonic(), rss_mib(process.pid)))
+                samples.append((time.monotonic(), rss_mib(process.pid, "VmRSS")))
                 peak[0] = max(peak[0], samples[-1][1])
 
         watcher = threading.Thread(target=watch, daemon=True)
