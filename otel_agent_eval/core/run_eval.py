@@ -286,6 +286,10 @@ def _unhandled_errors(calls: list[Any], canonical: tuple[str, ...]) -> list[str]
     return [record.name for record in last.values() if record.error is not None]
 
 
+# json.dumps builds an encoder per call when given options; this one is built once (the same text)
+_canonical = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":")).encode
+
+
 def _redundant(calls: list[Any], canonical: tuple[str, ...], repeated: frozenset[str]) -> tuple[str, ...]:
     """Calls repeating an earlier successful call of the same catalog tool (`canonical[i]`: an alias is its
     tool) with the same arguments (a retry after an error is not), named as called. Calls whose arguments
@@ -300,7 +304,7 @@ def _redundant(calls: list[Any], canonical: tuple[str, ...], repeated: frozenset
         if arguments is None:
             continue
         try:
-            key = (tool, json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":")))
+            key = (tool, _canonical(arguments))
         except (ValueError, TypeError, RecursionError):
             continue
         if key in succeeded:
@@ -333,7 +337,7 @@ def _loops(calls: list[Any], streaks: tuple[tuple[int, int], ...]) -> tuple[str,
             key = None
             if arguments is not None:
                 try:
-                    key = json.dumps(arguments, sort_keys=True, default=str, separators=(",", ":"))
+                    key = _canonical(arguments)
                 except (ValueError, TypeError, RecursionError):
                     key = None
             if key is not None and key == previous:
