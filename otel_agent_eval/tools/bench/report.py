@@ -9,6 +9,17 @@ from .processor import AGENT, CALLS_PER_RUN, SAMPLE_EVERY, TOOLS
 from .scale import BUILD_CAP_S
 
 
+# issue #27's goals for the fleet paths
+SERVE_SPANS_PER_CPU_S = 30_000  # one process
+WORKERS_SCALING = 1.8  # --workers 2 against one process, spans/s
+P99_MS = 50.0  # ingest latency at half capacity
+SCORE_CPU_S_PER_MILLION = 10.0
+
+
+def _goal(what: str, met: bool, measured: str) -> str:
+    return f"  Goal (issue #27), {what}: {'met' if met else 'MISSED'} ({measured})."
+
+
 def _fmt(value: float | None, spec: str = ".2f", missing: str = "-") -> str:
     return missing if value is None else format(value, spec)
 
@@ -44,7 +55,7 @@ def format_report(result: dict[str, Any]) -> str:
             if r["target"] is not None:
                 verdict = ("met" if r["target_met"] else
                            f"MISSED by {r['total_cpu_ratio'] - r['target']:.2f}x ({r['total_cpu_ratio']:.2f}x > {r['target']:g}x)")
-                lines.append(f"Target (issue #11), {r['label']}: total CPU <= {r['target']:g}x bare: {verdict}.")
+                lines.append(f"Goal (issue #27), {r['label']}: total CPU <= {r['target']:g}x bare: {verdict}.")
         lines += ["Total CPU: process_time around the loop plus the processor's force_flush(), so work on its thread counts.",
                   "App-thread wall: the loop alone; under the GIL another thread's work makes it slower. App CPU: reference only.",
                   f"end() wall: every {SAMPLE_EVERY}th run's root and tool span.end() timed one by one, p99 and max over all rounds;",
@@ -143,12 +154,30 @@ def _serve_lines(s: dict[str, Any]) -> list[str]:
                          f"{lat['spans_per_request']} spans a request): p50 {_fmt(lat['p50_ms'], '.1f')} ms, "
                          f"p99 {_fmt(lat['p99_ms'], '.1f')} ms, max {_fmt(lat['max_ms'], '.1f')} ms over {lat['requests']} "
                          f"requests; {lat['refused_requests']} told to retry")
+    lines += _serve_goals(s["rows"])
     for r in s["rows"]:
         a = r["accounting"]
         lines.append(f"  accounting, {r['hop']}: senders acknowledged {a['acknowledged']:,} spans; the hop accepted "
                      f"{_fmt(a['accepted'], ',')}, forwarded {_fmt(a['forwarded'], ',')} (failed {_fmt(a['failed'], ',')}); "
                      f"the sink counted {a['sink']:,}: " + ("no accepted span lost" if a["equal"] else "MISMATCH")
                      + f"; {r['metric_requests']} OTLP metric requests")
+    return lines
+
+
+def _serve_goals(rows: list[dict[str, Any]]) -> list[str]:
+    one = next((r for r in rows if r["hop"] == "serve"), None)
+    if one is None:
+        return []
+    lines = [_goal(f"serve >= {SERVE_SPANS_PER_CPU_S:,} spans per CPU-second", one["spans_per_cpu_s"] >= SERVE_SPANS_PER_CPU_S,
+                   f"{one['spans_per_cpu_s']:,.0f}")]
+    two = next((r for r in rows if r["hop"].startswith("serve --workers")), None)
+    if two is not None and one["spans_per_s"]:
+        scaling = two["spans_per_s"] / one["spans_per_s"]
+        lines.append(_goal(f"{two['hop']} >= {WORKERS_SCALING:g}x one process's spans/s", scaling >= WORKERS_SCALING,
+                           f"{scaling:.2f}x, with the load generator on the same cores"))
+    lat = one["latency"]
+    if lat is not None and lat["p99_ms"] is not None:
+        lines.append(_goal(f"p99 ingest latency <= {P99_MS:g} ms at half capacity", lat["p99_ms"] <= P99_MS, f"{lat['p99_ms']:.1f} ms"))
     return lines
 
 
@@ -164,4 +193,6 @@ def _score_lines(s: dict[str, Any]) -> list[str]:
             f"(score {', '.join(format(r['cpu_s'] * 1e6 / s['spans'], '.2f') for r in rounds)}; "
             f"orjson {', '.join(format(r['orjson_cpu_s'] * 1e6 / s['spans'], '.2f') for r in rounds)})",
             f"  score's peak resident memory: {_fmt(s['rss_tenth_mib'], '.0f')} MiB after a tenth of the input, "
-            f"{s['rss_end_mib']:.0f} MiB at the end"]
+            f"{s['rss_end_mib']:.0f} MiB at the end",
+            _goal(f"score <= {SCORE_CPU_S_PER_MILLION:g} s of CPU per million spans",
+                  s["score_cpu_s_per_million"] <= SCORE_CPU_S_PER_MILLION, f"{s['score_cpu_s_per_million']:.2f} s")]
