@@ -89,28 +89,24 @@ def score_traces(
     if registry is None:  # no one reads the Prometheus series: the report is built from the callbacks alone
         pipeline.sink = NoSink()
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
-    is_typed, latest = pipeline.is_typed, 0
+    is_typed, advance = pipeline.is_typed, clock.advance
     deduplicated = map(Deduplicator(spans.stats), spans.batches())
 
     def agent_at(attrs: Mapping[str, Any], span: ReadableSpan) -> str | None:
         return agent_at_start(attrs, span._name, is_typed(attrs))  # (the `name` property is a Python call)
 
-    # Hot: one pass per span and per agent start; the clock moves only forward (`RecordedClock.advance`, inline)
+    # Hot: one pass per span and per agent start
     with fewer_collections():
         for event in replay_events(chain.from_iterable(deduplicated), agent_at, reorder_spans):
             span, agent, facts = event[4], event[5], event[6]
             if agent is None:
-                time = facts[5]
-                if type(time) is int and time > latest:
-                    latest, clock.now = time, time / 1e9
+                advance(facts.end_ns)
                 seen()
                 if on_span is not None:
                     on_span(span)
                 ended(span, event[7], facts)
             else:
-                time = facts[4]
-                if type(time) is int and time > latest:
-                    latest, clock.now = time, time / 1e9
+                advance(facts.start_ns)
                 started(span, agent)
     pipeline.close_all()
     metrics.close()  # its series stay readable in `registry` until another scorer takes it over
@@ -247,15 +243,9 @@ def replay_events(spans: Iterable[ReadableSpan], agent_at: Callable[[Mapping[str
                 yield from tied(event)
                 continue
             if event[1] == _END:
-                facts = event[6]
-                if (facts[0], facts[1]) in waiting and put_back(event):
+                if waiting and put_back(event):
                     continue
-                if facts[2] is not None:  # done(event), inline
-                    siblings = waiting.get(below := (facts[0], facts[2]))
-                    if siblings is not None:
-                        siblings.remove((event[0], event[2]))
-                        if not siblings:
-                            del waiting[below]
+                done(event)
             yield event
         if exhausted:
             return
