@@ -70,13 +70,7 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
 
 
 def protobuf_spans(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
-    try:
-        message = parsed(data)
-    except SpanProblem as exc:
-        raise PayloadError(str(exc)) from None
-    except RecursionError:
-        raise PayloadError(_PROTOBUF_TOO_DEEP) from None
-    return Request(message, 0, keep=keep).spans()
+    return _protobuf_request(data, keep).spans()
 
 
 def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
@@ -111,15 +105,17 @@ def read_request(body: bytes, content_type: str, encoding: str = "identity", *, 
     """One export request parsed and its spans counted, none built yet (a refused request costs no more);
     `PayloadError` (`TooLarge`, `Unsupported`) when it cannot be read as a whole."""
     kind, data = checked_body(body, content_type, encoding, limit=limit)
-    if kind == PROTOBUF:
-        try:
-            message = parsed(data)
-            return Request(message, message_span_count(message), keep=keep)
-        except SpanProblem as exc:
-            raise PayloadError(str(exc)) from None
-        except RecursionError:
-            raise PayloadError(_PROTOBUF_TOO_DEEP) from None
-    return _json_request(data)
+    return _protobuf_request(data, keep) if kind == PROTOBUF else _json_request(data)
+
+
+def _protobuf_request(data: bytes, keep: bool) -> Request:
+    try:
+        message = parsed(data)
+        return Request(message, message_span_count(message), keep=keep)
+    except SpanProblem as exc:
+        raise PayloadError(str(exc)) from None
+    except RecursionError:
+        raise PayloadError(_PROTOBUF_TOO_DEEP) from None
 
 
 def _json_request(data: bytes) -> Request:
