@@ -13,11 +13,16 @@ excess latency, SLO violations, the duration and efficiency histograms, runs and
 histograms, the self-metrics). Not merged: the sliding-window quantiles of
 `agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
-Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators.
+Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators (each update
+takes a lock and writes the file); `buffer()` sums the updates in memory until `flush()` instead, which
+`serve --workers` does before it forwards what it evaluated: writing the files on each update took
+about 30 % of a worker's CPU.
 """
 from __future__ import annotations
 
 import os
+import threading
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +73,8 @@ def _metric(spec: n.Spec) -> Any:
 
 
 class MultiprocessMirror:
-    """The same series as `EvalMetrics`, written through prometheus-client's file-backed values."""
+    """The same series as `EvalMetrics`, written through prometheus-client's file-backed values: on each update, or,
+    after `buffer()`, summed per series until `flush()`."""
 
     def __init__(self) -> None:
         self.calls, self.cost, self.excess_cost = _metric(n.TOOL_CALLS), _metric(n.TOOL_COST), _metric(n.TOOL_EXCESS_COST)
@@ -84,6 +90,59 @@ class MultiprocessMirror:
         self.self_counters = {name: Counter(n.SELF_PREFIX + name, doc, registry=None) for name, doc in n.SELF_COUNTERS.items()}
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
         self._fallback: Any = None  # made on first use: a process that never fell back (a serve worker) writes no file
+        self._lock = threading.Lock()
+        self._added: dict[tuple[Any, tuple[str, ...]], float] | None = None  # buffered: counter increments per series
+        self._observed: dict[tuple[Any, tuple[str, ...]], list[float]] = {}  # buffered: sum, then bucket counts
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # each series' prometheus-client child, once looked up
+
+    def buffer(self) -> None:
+        """From now on, sum updates in memory and write them on `flush()` (whoever calls this must call that)."""
+        with self._lock:
+            if self._added is None:
+                self._added = {}
+
+    def flush(self) -> None:
+        """Write the buffered updates to the files, as `inc` and `observe` would have one by one."""
+        with self._lock:
+            added, observed = self._added, self._observed
+            if not added and not observed:
+                return
+            self._added, self._observed = {}, {}
+        children = self._children
+        for key, amount in added.items():
+            child = children.get(key)
+            if child is None:
+                metric, labels = key
+                child = children[key] = metric.labels(*labels) if labels else metric
+            child.inc(amount)
+        for key, sums in observed.items():
+            child = children.get(key)
+            if child is None:
+                child = children[key] = key[0].labels(*key[1])
+            child._sum.inc(sums[0])  # prometheus-client's own values: the sum, then one count per bucket
+            for bucket, count in zip(child._buckets, sums[1:]):
+                if count:
+                    bucket.inc(count)
+
+    def _inc(self, metric: Any, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        added = self._added
+        if added is None:
+            (metric.labels(*labels) if labels else metric).inc(amount)
+        else:
+            key = (metric, labels)
+            added[key] = added.get(key, 0.0) + amount
+
+    def _observe(self, metric: Any, labels: tuple[str, ...], value: float) -> None:
+        if self._added is None:
+            metric.labels(*labels).observe(value)
+            return
+        key = (metric, labels)
+        sums = self._observed.get(key)
+        if sums is None:
+            sums = self._observed[key] = [0.0] * (len(metric._upper_bounds) + 1)
+        sums[0] += value
+        if value == value:  # as Histogram.observe: the first bucket whose bound is >= value; NaN counts in none
+            sums[1 + bisect_left(metric._upper_bounds, value)] += 1
 
     def catalog_fallback(self, value: bool, *, always: bool = False) -> None:
         """This process's `agent_eval_catalog_fallback`; written once it was 1 (or `always`), then on every change."""
@@ -97,54 +156,60 @@ class MultiprocessMirror:
         """One call, under the labels the in-process collector chose: (tool, agent) and (tool, tool type, error_type)."""
         tool, agent = labels
         static = score.static
-        self.calls.labels(tool, agent, static.task, score.outcome, static.verdict, static.optimal_tool).inc()
-        if not static.known:
-            self.unknown_tool_calls.labels(tool).inc()
-        self.cost.labels(tool, agent).inc(static.cost_usd)
-        if static.excess_cost_usd:
-            self.excess_cost.labels(tool, agent, static.optimal_tool).inc(static.excess_cost_usd)
-        for dimension, value in (("efficiency", static.efficiency), ("cost", static.cost_score), ("latency", static.latency_score),
-                                 ("complexity", static.complexity_score)):
-            if value is not None:
-                self.scores.labels(tool, agent, static.profile, dimension).observe(value)
-        if duration_labels is not None and score.duration_s is not None:
-            self.duration.labels(*duration_labels).observe(score.duration_s)
-            self.excess_latency.labels(tool, agent).inc(score.excess_latency_s)
-            self.slo.labels(tool, agent).inc(1 if score.slo_exceeded else 0)
-        self.self_counters["spans_scored"].inc()
+        inc, observe = self._inc, self._observe
+        with self._lock:
+            inc(self.calls, (tool, agent, static.task, score.outcome, static.verdict, static.optimal_tool))
+            if not static.known:
+                inc(self.unknown_tool_calls, (tool,))
+            inc(self.cost, labels, static.cost_usd)
+            if static.excess_cost_usd:
+                inc(self.excess_cost, (tool, agent, static.optimal_tool), static.excess_cost_usd)
+            for dimension, value in (("efficiency", static.efficiency), ("cost", static.cost_score),
+                                     ("latency", static.latency_score), ("complexity", static.complexity_score)):
+                if value is not None:
+                    observe(self.scores, (tool, agent, static.profile, dimension), value)
+            if duration_labels is not None and score.duration_s is not None:
+                observe(self.duration, duration_labels, score.duration_s)
+                inc(self.excess_latency, labels, score.excess_latency_s)
+                inc(self.slo, labels, 1 if score.slo_exceeded else 0)
+            inc(self.self_counters["spans_scored"], ())
 
     def record_run(self, run: Any, labels: tuple[str, str], redundant: list[str], spurious: list[str],
                    loops: list[str] = (), unpriced_models: list[str] = ()) -> None:
         e = run.evaluation
-        for model in unpriced_models:
-            self.unpriced_model_calls.labels(model).inc()
-        self.runs.labels(*labels, e.outcome).inc()
-        if e.duration_s is not None:
-            self.run_duration.labels(*labels).observe(e.duration_s)
-        self.run_cost.labels(*labels).observe(e.cost_usd)
-        self.run_calls.labels(*labels).observe(len(run.tool_calls) + run.calls_dropped)
-        if e.tool_correctness is not None:
-            self.correctness.labels(*labels).observe(e.tool_correctness)
-        self.health.labels(*labels).observe(e.health)
-        if run.kind == AGENT_RUN:
+        inc, observe = self._inc, self._observe
+        labels = tuple(labels)
+        with self._lock:
+            for model in unpriced_models:
+                inc(self.unpriced_model_calls, (model,))
+            inc(self.runs, (*labels, e.outcome))
             if e.duration_s is not None:
-                self.agent_duration.labels(*labels).observe(e.duration_s)
-            self.agent_tool_calls.labels(*labels).observe(len(run.tool_calls) + run.calls_dropped)
-            self.agent_inference_calls.labels(*labels).observe(len(run.llm_calls))
-        for tool in redundant:
-            self.redundant.labels(*labels, tool).inc()
-        for tool in spurious:
-            self.spurious.labels(*labels, tool).inc()
-        for tool in loops:
-            self.loops.labels(*labels, tool).inc()
-        self.over_budget.labels(*labels).inc(1 if e.over_budget else 0)
-        for source in e.llm_price_sources:
-            self.llm_calls.labels(source).inc()
+                observe(self.run_duration, labels, e.duration_s)
+            observe(self.run_cost, labels, e.cost_usd)
+            observe(self.run_calls, labels, len(run.tool_calls) + run.calls_dropped)
+            if e.tool_correctness is not None:
+                observe(self.correctness, labels, e.tool_correctness)
+            observe(self.health, labels, e.health)
+            if run.kind == AGENT_RUN:
+                if e.duration_s is not None:
+                    observe(self.agent_duration, labels, e.duration_s)
+                observe(self.agent_tool_calls, labels, len(run.tool_calls) + run.calls_dropped)
+                observe(self.agent_inference_calls, labels, len(run.llm_calls))
+            for tool in redundant:
+                inc(self.redundant, (*labels, tool))
+            for tool in spurious:
+                inc(self.spurious, (*labels, tool))
+            for tool in loops:
+                inc(self.loops, (*labels, tool))
+            inc(self.over_budget, labels, 1 if e.over_budget else 0)
+            for source in e.llm_price_sources:
+                inc(self.llm_calls, (source,))
 
     def count(self, name: str, n: int) -> None:
         counter = self.self_counters.get(name)
         if counter is not None:
-            counter.inc(n)
+            with self._lock:
+                self._inc(counter, (), n)
 
     def flush_tallies(self, metrics: Any) -> None:
         """Carry the lock-free span tallies over as deltas (done on tool spans, not on every span)."""
@@ -153,4 +218,5 @@ class MultiprocessMirror:
             delta = value - self._flushed[name]
             if delta > 0:
                 self._flushed[name] = value
-                self.self_counters[name].inc(delta)
+                with self._lock:
+                    self._inc(self.self_counters[name], (), delta)

@@ -137,6 +137,7 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
         with lock:
             if metrics.mirror is not None:
                 metrics.mirror.flush_tallies(metrics)
+                metrics.mirror.flush()
             for reason in reasons:
                 value = pipeline.runs.closed_early[reason]
                 if value > carried[reason]:
@@ -148,6 +149,9 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
         parent.send("done", spans, len(pipeline.runs), pipeline.runs.held_back, len(forwarder) if forwarder is not None else 0)
 
     intake.on_done = done
+    if metrics.mirror is not None:  # the files are written once a batch, before its spans are forwarded
+        metrics.mirror.buffer()
+        intake.on_evaluated = metrics.mirror.flush
     service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
     return service, sync
 
