@@ -294,3 +294,21 @@ def test_an_attribute_the_sdk_cannot_encode_is_left_to_it(value: Any) -> None:
     with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the SDK's message class raises
         _encode_key_value("k", value).SerializeToString()
     assert messages._kv_bytes("k", value) is None  # the span then goes through the SDK's encoder, which logs it
+
+
+def test_the_enrichers_copies_say_what_they_appended_and_no_other_copy_does() -> None:
+    from otel_agent_eval.core.enrich import EnrichedSpan
+
+    batches = pipeline_output(demo_requests(5), keep=True)
+    copies = [s for batch in batches for s in batch if isinstance(s, EnrichedSpan) and s._appended is not None]
+    assert len(copies) >= 5
+    for copy in copies:
+        original = copy._original
+        assert copy._appended == (len(original._attributes), len(original._events))
+        assert list(copy._attributes.items())[:copy._appended[0]] == list(original._attributes.items())
+        assert copy._events[:copy._appended[1]] == tuple(original._events)
+    # a copy of a copy (with one more attribute) says nothing: it is compared with its message as before
+    again = EnrichedSpan(copies[0], {**copies[0]._attributes, "extra": 1}, copies[0]._events)
+    assert again._appended is None
+    for spans in (copies, [again]):
+        assert otlp_form([request_of(spans)]) == otlp_form([encode_spans(spans).SerializeToString()])

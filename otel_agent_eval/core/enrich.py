@@ -54,10 +54,14 @@ class EnrichedSpan(ReadableSpan):
     masked copies: the name and the status description (as text), the links' attributes and
     the resource (one masked copy per resource object). `attributes` and `events` are taken
     as given: the caller redacts them.
+
+    `appended` is set by the enricher alone, when the copy is its original with attributes and events only appended
+    (no redactor): the original's counts of both, so that a writer of the original's bytes (`otlp/messages.py`) adds
+    the rest without comparing the two. Any other copy has None, a copy of a copy too.
     """
 
     def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event],
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None, appended: tuple[int, int] | None = None) -> None:
         if type(span) is ReadableSpan or type(span) is EnrichedSpan:  # what on_end and exporters get: only fields
             self.__dict__ = {**span.__dict__, "_attributes": attributes, "_events": events, "_original": span}
         else:
@@ -75,6 +79,8 @@ class EnrichedSpan(ReadableSpan):
         if redactor is not None:
             self._name, self._status, self._links, self._resource = redactor.span_fields(
                 self._name, self._status, self._links, self._resource)
+            appended = None
+        self._appended = appended
 
     @property
     def dropped_attributes(self) -> int:
@@ -118,8 +124,13 @@ class Enricher:
             return EnrichedSpan(span, merged, self.redactor.events(events_of(span)), self.redactor)
         static_attrs, event_attrs = self._for(score)  # redacted once per static score when redaction is on
         redactor = self.redactor
-        attrs, events = without_previous(attrs, events_of(span), TOOL_ATTRIBUTES, TOOL_EVALUATIONS)
+        own_events = events_of(span)
+        own_attrs = attrs
+        attrs, events = without_previous(attrs, own_events, TOOL_ATTRIBUTES, TOOL_EVALUATIONS)
+        appended = None
         if redactor is None:
+            if attrs is own_attrs and events is own_events and attrs is span.__dict__.get("_attributes"):
+                appended = (len(attrs), len(events))  # the span's own, none of ours among them: ours come after
             merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                       EXCESS_LATENCY_S: score.excess_latency_s}
             if agent:
@@ -137,9 +148,9 @@ class Enricher:
         if not arguments_captured:
             merged[ARGUMENTS_CAPTURED] = False
         if not self.span_events:
-            return EnrichedSpan(span, merged, events, redactor)
+            return EnrichedSpan(span, merged, events, redactor, appended)
         event = Event(c.GEN_AI_EVALUATION_RESULT, call_evaluation(event_attrs, score, redactor), span.end_time)
-        return EnrichedSpan(span, merged, (*events, event), redactor)
+        return EnrichedSpan(span, merged, (*events, event), redactor, appended)
 
     def evaluation(self, score: CallScore) -> Mapping[str, Any]:
         """The `gen_ai.evaluation.result` attributes of a scored call (cached per static score), redacted."""

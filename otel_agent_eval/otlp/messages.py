@@ -15,9 +15,10 @@ could then collide with one the reader dropped): the SDK encodes it.
 `request_of` writes the spans to forward as one `ExportTraceServiceRequest`: a `MessageSpan`
 or a copy of one the core made (`core/enrich.py`'s `EnrichedSpan`) as the original bytes
 plus what the copy added (attributes and events, appended: a parser merges repeated fields
-in order), grouped by resource and scope as the SDK groups them. Any other span, or a copy
-that changed anything else (a replaced attribute value, a redacted name), is encoded by
-the SDK as before.
+in order), grouped by resource and scope as the SDK groups them. A copy the enricher marked as
+only appended (`EnrichedSpan._appended`: the original's counts) is written without comparing it
+with its original; any other copy is compared field by field. Any other span, or a copy that
+changed anything else (a replaced attribute value, a redacted name), is encoded by the SDK as before.
 
     >>> spans, problems = spans_of_message(data, keep=True)   # proto_spans.py
     >>> body = request_of(forwarded)                          # bytes of an ExportTraceServiceRequest
@@ -110,6 +111,19 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
     if original is span:
         return span._message, span._origin
     mine, theirs = span.__dict__, original.__dict__
+    appended = mine.get("_appended")  # set by the enricher when the copy only appended to its original
+    if appended is not None and mine["_original"] is original:
+        n, m = appended
+        fields = _fields_of(b"\x4a", islice(mine["_attributes"].items(), n, None))  # Span.attributes
+        if fields is None:
+            return None
+        parts = [original._message, fields]
+        for event in mine["_events"][m:]:
+            data = _event_bytes(event)
+            if data is None:
+                return None
+            parts += (b"\x5a", _varint(len(data)), data)  # Span.events
+        return b"".join(parts), original._origin
     for name in _SHARED:
         if mine.get(name) is not theirs[name]:
             return None
