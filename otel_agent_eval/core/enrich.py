@@ -56,12 +56,13 @@ class EnrichedSpan(ReadableSpan):
     as given: the caller redacts them.
 
     `appended` is set by the enricher alone, when the copy is its original with attributes and events only appended
-    (no redactor): the original's counts of both, so that a writer of the original's bytes (`otlp/messages.py`) adds
-    the rest without comparing the two. Any other copy has None, a copy of a copy too.
+    (no redactor): the original's counts of both and the (cached, never changed) catalog-fixed attributes that come
+    right after the original's, so that a writer of the original's bytes (`otlp/messages.py`) adds the rest without
+    comparing the two. Any other copy has None, a copy of a copy too.
     """
 
     def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event],
-                 redactor: Redactor | None = None, appended: tuple[int, int] | None = None) -> None:
+                 redactor: Redactor | None = None, appended: tuple[int, int, Mapping[str, Any]] | None = None) -> None:
         if type(span) is ReadableSpan or type(span) is EnrichedSpan:  # what on_end and exporters get: only fields
             self.__dict__ = {**span.__dict__, "_attributes": attributes, "_events": events, "_original": span}
         else:
@@ -130,7 +131,7 @@ class Enricher:
         appended = None
         if redactor is None:
             if attrs is own_attrs and events is own_events and attrs is span.__dict__.get("_attributes"):
-                appended = (len(attrs), len(events))  # the span's own, none of ours among them: ours come after
+                appended = (len(attrs), len(events), static_attrs)  # the span's own, none of ours: ours come after
             merged = {**attrs, **static_attrs, OUTCOME: score.outcome, SLO_EXCEEDED: score.slo_exceeded,
                       EXCESS_LATENCY_S: score.excess_latency_s}
             if agent:

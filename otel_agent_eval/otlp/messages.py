@@ -113,11 +113,19 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
     mine, theirs = span.__dict__, original.__dict__
     appended = mine.get("_appended")  # set by the enricher when the copy only appended to its original
     if appended is not None and mine["_original"] is original:
-        n, m = appended
-        fields = _fields_of(b"\x4a", islice(mine["_attributes"].items(), n, None))  # Span.attributes
+        n, m, static = appended
+        cached = _static_attributes.get(id(static))  # the catalog-fixed part: one mapping per score, its bytes once
+        if cached is None or cached[0] is not static:
+            fields = _fields_of(b"\x4a", static.items())  # Span.attributes
+            if fields is None:
+                return None
+            if len(_static_attributes) >= _CACHE_LIMIT:
+                _static_attributes.clear()
+            cached = _static_attributes[id(static)] = (static, fields)
+        fields = _fields_of(b"\x4a", islice(mine["_attributes"].items(), n + len(static), None))  # the per-call part
         if fields is None:
             return None
-        parts = [original._message, fields]
+        parts = [original._message, cached[1], fields]
         for event in mine["_events"][m:]:
             data = _event_bytes(event)
             if data is None:
@@ -180,6 +188,7 @@ def _event_bytes(event: Any) -> bytes | None:
 
 
 _event_attributes: dict[int, tuple[Any, bytes]] = {}
+_static_attributes: dict[int, tuple[Any, bytes]] = {}  # by the enricher's catalog-fixed attributes (never changed)
 
 
 def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
