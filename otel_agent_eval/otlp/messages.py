@@ -126,16 +126,11 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
         if fields is None:
             return None
         parts = [original._message, cached[1], fields]
-        for event in mine["_events"][m:]:
-            data = _event_bytes(event)
-            if data is None:
-                return None
-            parts += (b"\x5a", _varint(len(data)), data)  # Span.events
-        return b"".join(parts), original._origin
+        return (b"".join(parts), original._origin) if _add_events(parts, mine["_events"][m:]) else None
     for name in _SHARED:
         if mine.get(name) is not theirs[name]:
             return None
-    added = bytearray()
+    added = [original._message]
     attrs, base = mine.get("_attributes"), theirs["_attributes"]
     if attrs is not base:
         n = len(base)  # the copy's first n attributes must be the original's, as they were; the rest are added
@@ -145,18 +140,23 @@ def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
         fields = _fields_of(b"\x4a", islice(attrs.items(), n, None))  # Span.attributes
         if fields is None:
             return None
-        added += fields
+        added.append(fields)
     events, own = mine.get("_events"), theirs["_events"]
     if events is not own:
         n = len(own)
-        if len(events) < n or any(a is not b for a, b in zip(events, own)):
+        if len(events) < n or any(a is not b for a, b in zip(events, own)) or not _add_events(added, events[n:]):
             return None
-        for event in events[n:]:
-            data = _event_bytes(event)
-            if data is None:
-                return None
-            added += _field(b"\x5a", data)  # Span.events
-    return original._message + added, original._origin
+    return b"".join(added), original._origin
+
+
+def _add_events(parts: list[bytes], events: Sequence[Any]) -> bool:
+    """Appends the events as `Span.events` fields; False when one cannot be written here (the SDK then encodes the span)."""
+    for event in events:
+        data = _event_bytes(event)
+        if data is None:
+            return False
+        parts += (b"\x5a", _varint(len(data)), data)  # Span.events
+    return True
 
 
 def _event_bytes(event: Any) -> bytes | None:
