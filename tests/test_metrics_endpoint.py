@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import random
 import urllib.request
+from collections import Counter
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -137,3 +138,18 @@ def test_mountable_in_an_existing_wsgi_app(app):
     environ["PATH_INFO"] = "/metrics"
     body = b"".join(make_wsgi_app(processor.metrics.registry)(environ, lambda status, headers: None))
     assert b"agent_eval_tool_calls_total" in body
+
+
+def test_repeated_runs_find_their_series_and_folded_ones_fold_each_time(app):
+    tracer, processor = app
+    for _ in range(2):  # the second round finds the runs' series remembered from the first
+        for i in range(6):
+            span_attrs = {**TOOL_ATTRS, "gen_ai.tool.name": f"tool{i}", "gen_ai.agent.name": f"agent{i}"}
+            tracer.start_span("t", attributes=span_attrs).end()
+    found = samples(scrape(processor))
+    runs = Counter()
+    for (name, labels), v in found.items():
+        if name == "agent_eval_runs_total":
+            runs[dict(labels)["gen_ai_agent_name"]] += v
+    assert runs == {"agent0": 2, "agent1": 2, "_other_": 8}
+    assert value(found, "agent_eval_processor_labels_folded_total") == 24  # as in one round, twice: nothing remembered

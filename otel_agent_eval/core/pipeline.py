@@ -401,11 +401,12 @@ class Pipeline:
         return released
 
     def _evaluate_run(self, run: AgentRun, root: ReadableSpan | None, out: list[ReadableSpan]) -> None:
-        starts = [record.start_ns or 0 for record in run.tool_calls]
-        if starts != sorted(starts):  # ended out of start order: put them in order
-            order = sorted(range(len(starts)), key=starts.__getitem__)
-            run.tool_calls = [run.tool_calls[i] for i in order]
-            run.scores = [run.scores[i] for i in order]
+        if len(run.tool_calls) > 1:  # (none or one: nothing to put in order)
+            starts = [record.start_ns or 0 for record in run.tool_calls]
+            if starts != sorted(starts):  # ended out of start order: put them in order
+                order = sorted(range(len(starts)), key=starts.__getitem__)
+                run.tool_calls = [run.tool_calls[i] for i in order]
+                run.scores = [run.scores[i] for i in order]
         state = self.state
         resource = getattr(root.resource, "attributes", None) if root is not None and state.scorer.uses_resource else None
         route = state.scorer.route(run.agent, run.root_attributes, resource)  # as its calls were routed

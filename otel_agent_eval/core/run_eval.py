@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from ..config.catalog import Catalog, TaskRoute, Tool
 from .correctness import tool_correctness_score
-from .prices import UNPRICED, LLMPricer
+from .prices import CATALOG, UNPRICED, LLMPricer, catalog_cost, price_of
 from .runs import AgentRun, RunEvaluation
 from .schema_check import compile_check
 
@@ -42,6 +42,7 @@ _CACHE_LIMIT = 4096  # compiled schemas, correctness results: cleared when full
 LOOP_CALLS = 3  # this many consecutive calls of one tool with the same arguments are a loop
 _UNUSABLE = object()  # a schema jsonschema could not apply: the call is not checked
 _MAX_KEPT_ARGUMENTS = 1024  # characters of repr(arguments) up to which a refusal is remembered
+_NOT_LOOKED_UP = object()  # a model not looked up in the catalog yet
 _SPAN_SCHEMA = object()  # no catalog schema for this call: the span's own, if any, decides
 
 
@@ -71,10 +72,11 @@ class RunEvaluator:
         self._invalid: dict[tuple[int, str], Any] = {}  # (validator id, repr of arguments) -> why they fail
         self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
         self._pricer = LLMPricer(catalog.models)
+        self._model_prices: dict[str | None, Any] = {}  # model -> its catalog price or None: found once per catalog
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
-        calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else list(run.tool_calls)
+        calls = [r for r in run.tool_calls if r.name not in ignore] if ignore else run.tool_calls  # only read
         shape = self._shape(tuple([r.name for r in calls]), route, run.scores)
         completed, why = self._completion(run, calls, shape.canonical)
         validity, invalid, not_captured = self._argument_validity(calls, shape.validators)
@@ -230,9 +232,18 @@ class RunEvaluator:
     def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...], tuple[str, ...]]:
         """(USD, models of the calls no source prices, where each call's price came from)."""
         total, unpriced, sources = 0.0, [], []
-        price = self._pricer.price
+        price, prices = self._pricer.price, self._model_prices
         for call in run.llm_calls:
-            usd, source = price(call)
+            model = call.model
+            found = prices.get(model, _NOT_LOOKED_UP)
+            if found is _NOT_LOOKED_UP:  # price_of scans the catalog's models for a dated snapshot: once per model
+                if len(prices) >= _CACHE_LIMIT:
+                    prices.clear()
+                found = prices[model] = price_of(self.catalog.models, model)
+            if found is not None:  # as LLMPricer.price prices it, without the look-up
+                usd, source = catalog_cost(found, call.input_tokens, call.cached_input_tokens, call.output_tokens), CATALOG
+            else:
+                usd, source = price(call)
             total += usd
             sources.append(source)
             if source == UNPRICED:

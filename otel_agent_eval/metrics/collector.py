@@ -124,6 +124,7 @@ class EvalMetrics:
         self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
+        self._known_runs: dict[tuple[str | None, str], tuple[tuple[str, str], _RunSeries]] = {}  # (agent, task) -> place
         self._max_samples = max_samples
         self.budget = b.SampleBudget(max_samples)
         self.closed_early: Counter[str] = Counter()  # shared with the RunTracker, which counts them
@@ -192,7 +193,7 @@ class EvalMetrics:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
-        self._known_calls = {}
+        self._known_calls, self._known_runs = {}, {}
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
@@ -283,10 +284,10 @@ class EvalMetrics:
         duration = evaluation.duration_s
         calls = len(run.tool_calls) + run.calls_dropped
         with self._lock:
-            key = (self._agent_label(run.agent or ""), run.task)
-            series = self._runs.get(key)
-            if series is None:
-                key, series = self._new_run_series(key)
+            place = self._known_runs.get((run.agent, run.task))
+            if place is None:
+                place = self._place_run(run.agent, run.task)
+            key, series = place
             series.outcomes[evaluation.outcome] += 1
             if duration is not None:
                 series.duration.observe(duration, trace_id, now)
@@ -310,12 +311,25 @@ class EvalMetrics:
             if unpriced:
                 self.counters["unpriced_llm_calls"] += len(unpriced)
                 self._missing_models.update(unpriced)
-            if evaluation.llm_price_sources:  # Counter.update costs half a microsecond, even with nothing to add
-                self.llm_price_sources.update(evaluation.llm_price_sources)
+            price_sources = self.llm_price_sources
+            for source in evaluation.llm_price_sources:  # Counter.update is Python code, a dozen steps per call
+                price_sources[source] += 1
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
         if self.mirror is not None:
             self.mirror.record_run(run, key, redundant, spurious, loops, unpriced)
+
+    def _place_run(self, agent: str | None, task: str) -> tuple[tuple[str, str], _RunSeries]:
+        """The labels and series of a run with a new (agent, task) (lock held). Remembered only when found by the run's
+        own names: a repeat then finds what this would find, with nothing charged or folded (a folded run comes this way
+        each time, and is counted as folded each time)."""
+        key = (self._agent_label(agent or ""), task)
+        series = self._runs.get(key)
+        if series is None:
+            key, series = self._new_run_series(key)
+        if key[0] != OTHER and key != _OTHER_PAIR:
+            self._known_runs[(agent, task)] = (key, series)
+        return key, series
 
     def _tool_label(self, tool: str, *, count: bool = True) -> str:
         if tool in self._known_tools:
