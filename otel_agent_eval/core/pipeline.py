@@ -32,7 +32,6 @@ from ..config.settings import EVALUATION_EVENTS
 from . import conventions as c
 from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enrich_run,
                      evaluation_event_attributes, redacted, run_evaluations)
-from .prices import provider_of, reported_cost
 from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
                         call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts,
                         workflow_agent_of)
@@ -313,13 +312,12 @@ class Pipeline:
         return any(other == name or (mine is not None and tool(other) is mine) for other in others)
 
     def _other_span(self, span: ReadableSpan, attrs: Mapping[str, Any], facts: SpanFacts) -> list[ReadableSpan]:
-        llm = llm_call_of(attrs)
+        llm = llm_call_of(attrs, facts.span_id, facts.start_ns, priced=True)
         if llm is not None:
             if facts.trace_id in self.runs.recent_roots and self.runs.late(facts.trace_id, facts.start_ns) is not None:
                 self.sink.count("late_llm_spans")  # its run was evaluated when the root ended: in none
             else:
-                self.runs.add_llm(facts.trace_id, llm._replace(span_id=facts.span_id, start_ns=facts.start_ns, provider=provider_of(attrs),
-                                                               reported_cost_usd=reported_cost(attrs)), facts.parent_id)
+                self.runs.add_llm(facts.trace_id, llm, facts.parent_id)
         else:
             self.runs.llm_inside(facts.trace_id, facts.span_id, facts.parent_id)
             workflow_agent = workflow_agent_of(attrs, span.name)

@@ -30,6 +30,7 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import SpanContext, StatusCode
 
 from . import conventions as c
+from .prices import provider_of, reported_cost
 from ..config.catalog import DEFAULT_IGNORE_TOOLS, AttributeMapping
 
 if TYPE_CHECKING:
@@ -375,12 +376,13 @@ class LLMCall(NamedTuple):
     reported_cost_usd: float | None = None  # the cost the span reports itself (core.prices.reported_cost)
 
 
-def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
+def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None = None, priced: bool = False) -> LLMCall | None:
     """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry).
 
     Cached input tokens (GenAI `gen_ai.usage.cache_read.input_tokens`, OpenLLMetry's
     `gen_ai.usage.cache_read_input_tokens`, OpenInference's `llm.token_count.prompt_details.cache_read`)
-    are part of the input tokens, as all three conventions count them, and priced apart.
+    are part of the input tokens, as all three conventions count them, and priced apart. `priced` also reads
+    the provider and the cost the span reports (`provider_of`, `reported_cost`): the whole call, built once.
     """
     operation = _as_text(attrs.get(c.GEN_AI_OPERATION_NAME))
     if (operation is not None and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
@@ -407,10 +409,12 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0) -> LLMCall | None:
         return None
     model = _as_text(model)
     tokens_in = _tokens(tokens_in)
-    if cached is None:
-        return LLMCall(model or None, tokens_in, _tokens(tokens_out), span_id, *messages)
-    cached = _tokens(cached)  # the conventions count cache reads in the input tokens: a larger figure is one of them
-    return LLMCall(model or None, max(tokens_in, cached), _tokens(tokens_out), span_id, *messages, cached_input_tokens=cached)
+    if cached is not None:
+        cached = _tokens(cached)  # the conventions count cache reads in the input tokens: a larger figure is one of them
+        tokens_in = max(tokens_in, cached)
+    provider, cost = (provider_of(attrs), reported_cost(attrs)) if priced else (None, None)
+    return LLMCall(model or None, tokens_in, _tokens(tokens_out), span_id, messages[0], messages[1], start_ns, cached or 0,
+                   provider, cost)
 
 
 MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
