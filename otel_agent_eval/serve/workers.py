@@ -62,6 +62,8 @@ from .worker import (BATCH, BATCH_HEADER, CONFIG, FLUSH, FLUSH_SEQUENCE, KIND_JS
 __all__ = ["MAX_WORKERS", "WorkerPool", "WorkerService"]
 
 logger = logging.getLogger(__name__)
+FLUSH_WAIT_S = 5.0  # a worker writes its files within milliseconds when asked, a first write on a busy host in more than
+# COLLECT_WAIT_S; a scrape past this shows the files as the worker's timer last wrote them (FLUSH_INTERVAL_S)
 
 MAX_WORKERS = 64
 START_TIMEOUT_S = 60.0
@@ -449,7 +451,7 @@ class _MainFamilies:
     def collect(self) -> Iterator[Metric]:
         service = self.service
         service.pool.wait_evaluated(COLLECT_WAIT_S)  # as one process: a scrape waits a little for queued spans
-        service.pool.flush_metrics(COLLECT_WAIT_S)  # then for the workers to write what they evaluated to the files
+        service.pool.flush_metrics(FLUSH_WAIT_S)  # then for the workers to write what they evaluated to the files
         yield from catalog_families(service.catalog)
         fallback = family(n.CATALOG_FALLBACK)
         fallback.add_metric([], 1.0 if service.catalog_fallback else 0.0)
