@@ -15,8 +15,8 @@ histograms, the self-metrics). Not merged: the sliding-window quantiles of
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
 Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators (each update
 takes a lock and writes the file); `buffer()` sums the updates in memory until `flush()` instead, which
-`serve --workers` does before it forwards what it evaluated: writing the files on each update took
-about 30 % of a worker's CPU.
+a `serve --workers` worker does when its parent is about to read the files, every second and at stop:
+writing the files on each update took about 30 % of a worker's CPU, once a batch still about 14 %.
 """
 from __future__ import annotations
 

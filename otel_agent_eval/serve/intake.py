@@ -56,7 +56,6 @@ class Intake:
         self._changed = threading.Condition()
         self._stopping = False
         self.on_done: Callable[[int], object] | None = None  # after each batch, with its span count (`serve --workers`)
-        self.on_evaluated: Callable[[], object] | None = None  # before evaluated spans go on (`serve --workers` writes its metrics)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
         self._worker.start()
 
@@ -166,11 +165,6 @@ class Intake:
         self._hand_on(out + pipeline.expire())  # runs idle past the TTL, as between batches
 
     def _hand_on(self, spans: list[ReadableSpan]) -> None:
-        if self.on_evaluated is not None:
-            try:
-                self.on_evaluated()
-            except Exception as exc:  # noqa: BLE001
-                self.pipeline.failed("metrics", exc)
         if spans:
             try:
                 self._forward(spans)

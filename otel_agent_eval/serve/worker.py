@@ -9,10 +9,16 @@ multiprocess files (`PROMETHEUS_MULTIPROC_DIR`, set by the parent), which the pa
 
 Frames, both ways: a 4-byte big-endian length, a 1-byte type, the payload.
 Parent to worker: `C` configuration (pickled, first), `B` a batch (8-byte request id, 1-byte
-kind 0 protobuf / 1 JSON, the body), `R` reload the catalog (pickled path or None), `S` stop.
+kind 0 protobuf / 1 JSON, the body), `R` reload the catalog (pickled path or None), `F` write the
+metric files now (8-byte sequence number; the parent is about to read them), `S` stop.
 Worker to parent, `M` with a pickled tuple:
   ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems)
-  | ("done", spans_evaluated, open_runs, held_back_calls, forward_queued) | ("fwd", outcome, spans) | ("stopped",)
+  | ("done", spans_evaluated, open_runs, held_back_calls, forward_queued) | ("fwd", outcome, spans)
+  | ("flushed", sequence) | ("stopped",)
+
+The worker sums its metric updates in memory and writes the files when the parent asks (before a
+scrape or an OTLP metrics export), every FLUSH_INTERVAL_S, and when it stops: writing them once a
+batch took about 14 % of a worker's evaluation thread.
 
 The worker ignores SIGINT, SIGTERM and SIGHUP: its parent tells it what to do, so a signal to
 the whole process group (Ctrl-C, systemd) still ends in one orderly drain. When the pipe closes
@@ -31,11 +37,13 @@ import sys
 import threading
 from typing import IO, Any
 
-__all__ = ["BATCH", "CONFIG", "MESSAGE", "RELOAD", "STOP", "read_frame", "write_frame"]
+__all__ = ["BATCH", "CONFIG", "FLUSH", "MESSAGE", "RELOAD", "STOP", "read_frame", "write_frame"]
 
 HEADER = struct.Struct(">IB")
 BATCH_HEADER = struct.Struct(">QB")
-CONFIG, BATCH, RELOAD, STOP, MESSAGE = b"C", b"B", b"R", b"S", b"M"
+FLUSH_SEQUENCE = struct.Struct(">Q")
+CONFIG, BATCH, RELOAD, FLUSH, STOP, MESSAGE = b"C", b"B", b"R", b"F", b"S", b"M"
+FLUSH_INTERVAL_S = 1.0  # the files are never older than this, whether or not the parent asks
 KIND_PROTOBUF, KIND_JSON = 0, 1
 MAX_FRAME = 1 << 31
 
@@ -109,9 +117,12 @@ def main() -> int:
 
     collect_less()
     parent.send("ready", os.getpid())
+    stopping = threading.Event()
+    threading.Thread(target=_flush_every, args=(sync, stopping), name="otel-agent-eval-metric-files", daemon=True).start()
     try:
-        _serve(service, inp, parent)
+        _serve(service, inp, parent, sync)
     finally:
+        stopping.set()
         service.stop()  # evaluate what was admitted, close open runs, flush the next hop
         sync()
         parent.send("stopped")
@@ -145,18 +156,24 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
                     carried[reason] = value
 
     def done(spans: int) -> None:
-        sync()
         parent.send("done", spans, len(pipeline.runs), pipeline.runs.held_back, len(forwarder) if forwarder is not None else 0)
 
     intake.on_done = done
-    if metrics.mirror is not None:  # the files are written once a batch, before its spans are forwarded
+    if metrics.mirror is not None:  # the files are written by `sync`: when the parent asks, on a timer, at stop
         metrics.mirror.buffer()
-        intake.on_evaluated = metrics.mirror.flush
     service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
     return service, sync
 
 
-def _serve(service: Any, inp: IO[bytes], parent: _Parent) -> None:
+def _flush_every(sync: Any, stopping: threading.Event) -> None:
+    while not stopping.wait(FLUSH_INTERVAL_S):
+        try:
+            sync()
+        except Exception:  # noqa: BLE001 - the next tick, a scrape or the stop writes them again
+            logging.getLogger(__name__).exception("otel-agent-eval serve: writing the metric files failed")
+
+
+def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
     from ..otel.reload import reload_catalog
     from .payload import PayloadError, json_spans, protobuf_spans
 
@@ -168,6 +185,12 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent) -> None:
         if kind == RELOAD:
             path = pickle.loads(payload)
             threading.Thread(target=reload_catalog, args=(service.pipeline, path), name="otel-agent-eval-reload", daemon=True).start()
+            continue
+        if kind == FLUSH:  # the parent reads the files next: handled here, between batches, not behind the queue
+            try:
+                sync()
+            finally:
+                parent.send("flushed", FLUSH_SEQUENCE.unpack_from(payload)[0])
             continue
         if kind != BATCH:
             continue

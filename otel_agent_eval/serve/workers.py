@@ -56,11 +56,14 @@ from .receive import FULL, STOPPING, Answer, Receiving
 from .self_metrics import ServeMetrics
 from .service import COLLECT_WAIT_S, Listening, ServeConfig, log_stopped
 from .split import NoRoom, Part, split_body
-from .worker import BATCH, BATCH_HEADER, CONFIG, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP, read_frame, write_frame
+from .worker import (BATCH, BATCH_HEADER, CONFIG, FLUSH, FLUSH_SEQUENCE, KIND_JSON, KIND_PROTOBUF, MESSAGE, RELOAD, STOP,
+                     read_frame, write_frame)
 
 __all__ = ["MAX_WORKERS", "WorkerPool", "WorkerService"]
 
 logger = logging.getLogger(__name__)
+FLUSH_WAIT_S = 5.0  # a worker writes its files within milliseconds when asked, a first write on a busy host in more than
+# COLLECT_WAIT_S; a scrape past this shows the files as the worker's timer last wrote them (FLUSH_INTERVAL_S)
 
 MAX_WORKERS = 64
 START_TIMEOUT_S = 60.0
@@ -106,6 +109,7 @@ class _Worker:
         self.settled = 0  # spans it reported forwarded, failed or abandoned
         self.pending: dict[int, tuple[_Gather, int, int]] = {}  # request id -> (gather, slot, spans sent)
         self.open_runs = self.held_back = self.forward_queued = 0
+        self.flushed = 0  # the last flush request it answered
         self.reader: threading.Thread | None = None
 
     def send(self, kind: bytes, payload: bytes = b"", prefix: bytes = b"") -> bool:
@@ -139,6 +143,7 @@ class WorkerPool:
         self.stopping = False
         self.directory = tempfile.mkdtemp(prefix="otel-agent-eval-serve-")
         self.workers = [_Worker(i) for i in range(workers)]
+        self._flush_sequence = 0
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -276,6 +281,22 @@ class WorkerPool:
                 self._lock.wait(remaining)
         return True
 
+    def flush_metrics(self, timeout_s: float) -> bool:
+        """Ask every worker to write its metric files and wait for their answers (a scrape waits this long at most)."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            self._flush_sequence += 1
+            sequence = self._flush_sequence
+            asked = [w for w in self.workers if w.alive]
+        asked = [w for w in asked if w.send(FLUSH, FLUSH_SEQUENCE.pack(sequence))]
+        with self._lock:
+            while any(w.alive and w.flushed < sequence for w in asked):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+        return True
+
     def reload(self, path: PathLike | None) -> None:
         payload = pickle.dumps(os.fspath(path) if path is not None else None)
         for worker in self.workers:
@@ -319,6 +340,10 @@ class WorkerPool:
             with self._lock:
                 worker.settled += spans
             self.metrics.forwarded(outcome, spans)
+        elif what == "flushed":
+            with self._lock:
+                worker.flushed = max(worker.flushed, message[1])
+                self._lock.notify_all()
         elif what == "ready":
             with self._lock:
                 worker.alive = True
@@ -426,6 +451,7 @@ class _MainFamilies:
     def collect(self) -> Iterator[Metric]:
         service = self.service
         service.pool.wait_evaluated(COLLECT_WAIT_S)  # as one process: a scrape waits a little for queued spans
+        service.pool.flush_metrics(FLUSH_WAIT_S)  # then for the workers to write what they evaluated to the files
         yield from catalog_families(service.catalog)
         fallback = family(n.CATALOG_FALLBACK)
         fallback.add_metric([], 1.0 if service.catalog_fallback else 0.0)
