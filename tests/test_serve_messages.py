@@ -302,11 +302,12 @@ def test_the_enrichers_copies_say_what_they_appended_and_no_other_copy_does() ->
     batches = pipeline_output(demo_requests(5), keep=True)
     copies = [s for batch in batches for s in batch if isinstance(s, EnrichedSpan) and s._appended is not None]
     assert len(copies) >= 5
+    assert any(not copy._appended[2] for copy in copies)  # a run's root too: no catalog-fixed part
     for copy in copies:
         original = copy._original
         assert copy._appended[:2] == (len(original._attributes), len(original._events))
-        n = copy._appended[0]
-        assert list(copy._attributes)[n:n + len(copy._appended[2])] == list(copy._appended[2])
+        n, static = copy._appended[0], copy._appended[2]  # the catalog-fixed part comes right after the original's
+        assert list(copy._attributes.items())[n:n + len(static)] == list(static.items())
         assert list(copy._attributes.items())[:copy._appended[0]] == list(original._attributes.items())
         assert copy._events[:copy._appended[1]] == tuple(original._events)
     # a copy of a copy (with one more attribute) says nothing: it is compared with its message as before

@@ -55,9 +55,9 @@ class EnrichedSpan(ReadableSpan):
     the resource (one masked copy per resource object). `attributes` and `events` are taken
     as given: the caller redacts them.
 
-    `appended` is set by the enricher alone, when the copy is its original with attributes and events only appended
-    (no redactor): the original's counts of both and the (cached, never changed) catalog-fixed attributes that come
-    right after the original's, so that a writer of the original's bytes (`otlp/messages.py`) adds the rest without
+    `appended` is set by this module alone (`Enricher.enrich`, `enrich_run`), when the copy is its original with
+    attributes and events only appended (no redactor): the original's counts of both and the (cached, never changed)
+    catalog-fixed attributes that come right after the original's (none for a run's root), so that a writer of the original's bytes (`otlp/messages.py`) adds the rest without
     comparing the two. Any other copy has None, a copy of a copy too.
     """
 
@@ -229,8 +229,11 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
     end = span.end_time
     events = ([Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass, redactor)]
               if span_events else [])
-    # the span's own dict: never changed in place
-    base, own = without_previous(attribute_dict(span), events_of(span), RUN_ATTRIBUTES, RUN_EVALUATIONS)
+    own_attrs, own_events = attribute_dict(span), events_of(span)  # the span's own dict: never changed in place
+    base, own = without_previous(own_attrs, own_events, RUN_ATTRIBUTES, RUN_EVALUATIONS)
+    appended = None
+    if redactor is None and base is own_attrs and own is own_events and base is span.__dict__.get("_attributes"):
+        appended = (len(base), len(own), _NOTHING)  # only appended: no catalog-fixed part, ours after the span's own
     if redactor is not None:
         redactor.apply(attrs)  # the completion reason quotes the root's status description
         if isinstance(span, EnrichedSpan):  # a copy of ours: redacted already, its fields too
@@ -239,9 +242,10 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
             base = dict(base)
             redactor.apply(base)
             own = redactor.events(own)
-    return EnrichedSpan(span, {**base, **attrs}, (*own, *events), redactor)
+    return EnrichedSpan(span, {**base, **attrs}, (*own, *events), redactor, appended)
 
 
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
 class EvaluationLog:

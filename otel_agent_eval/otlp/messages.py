@@ -16,8 +16,9 @@ could then collide with one the reader dropped): the SDK encodes it.
 or a copy of one the core made (`core/enrich.py`'s `EnrichedSpan`) as the original bytes
 plus what the copy added (attributes and events, appended: a parser merges repeated fields
 in order), grouped by resource and scope as the SDK groups them. A copy the enricher marked as
-only appended (`EnrichedSpan._appended`: the original's counts) is written without comparing it
-with its original; any other copy is compared field by field. Any other span, or a copy that
+only appended (`EnrichedSpan._appended`: the original's counts and the catalog-fixed attributes,
+written once per score) is written without comparing it with its original; any other copy is
+compared field by field. Any other span, or a copy that
 changed anything else (a replaced attribute value, a redacted name), is encoded by the SDK as before.
 
     >>> spans, problems = spans_of_message(data, keep=True)   # proto_spans.py
