@@ -195,6 +195,34 @@ def test_every_span_of_a_trace_reaches_one_worker_so_runs_are_whole() -> None:
     assert sum(runs) == RUNS
 
 
+def test_a_worker_writes_its_metric_files_unasked() -> None:
+    """Nobody scrapes: each worker's timer still writes what it evaluated to the files (FLUSH_INTERVAL_S)."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    spans = finished(emit_runs)
+    with running_receiver("http") as hop:
+        svc = WorkerService(ServeConfig(grpc_port=0, http_port=0, metrics_port=None, forward_to=hop.endpoint, forward_delay_s=0.05),
+                            workers=2, settings=SETTINGS).start()
+        try:
+            exporter = HttpSpanExporter(endpoint=svc.http.endpoint, timeout=10)
+            assert exporter.export(spans) is SpanExportResult.SUCCESS
+            exporter.shutdown()
+            hop.wait_for_spans(len(spans), timeout=15)
+            files_only = CollectorRegistry()  # the files as they are: collecting these asks no worker to write
+            MultiProcessCollector(files_only, path=svc.pool.directory)
+
+            def runs_in_files() -> float:
+                return sum(v for (name, _), v in samples(generate_latest(files_only).decode()).items() if name == "agent_eval_runs_total")
+
+            deadline = time.monotonic() + 30
+            while runs_in_files() < RUNS and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert runs_in_files() == RUNS
+            assert all(w.flushed == 0 for w in svc.pool.workers)  # written by the workers' timers, not asked for
+        finally:
+            svc.stop()
+
+
 # -- (3) a hanging next hop: senders are told to retry, every span is counted -------------------------------
 
 class HangingHop(HttpReceiver):
