@@ -154,6 +154,12 @@ def test_a_cost_the_span_reports_is_used_as_reported_before_the_table(cost, usd)
     assert registry.get_sample_value("agent_eval_llm_calls_total", {"price_source": "genai_prices"}) == 1
 
 
+@pytest.mark.parametrize("key", ["llm.cost.total", "llm.cost.prompt", "llm.cost.completion", "gen_ai.usage.cost.amount",
+                                 "gen_ai.usage.input_cost", "gen_ai.usage.output_cost"])
+def test_each_cost_attribute_is_read_alone(key):
+    assert reported_cost({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", key: 0.25}) == 0.25
+
+
 @pytest.mark.parametrize("cost", [{"llm.cost.total": 0}, {"llm.cost.total": -1.0}, {"llm.cost.total": "n/a"},
                                   {"llm.cost.total": float("nan")}, {"gen_ai.usage.cost.amount": 0.5, "gen_ai.usage.cost.currency": "EUR"},
                                   {"gen_ai.usage.input_cost": True}])

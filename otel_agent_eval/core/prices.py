@@ -74,6 +74,8 @@ def provider_of(attrs: Mapping[str, Any]) -> str | None:
 def reported_cost(attrs: Mapping[str, Any]) -> float | None:
     """The cost in USD a span reports for its model call, or None. Only a finite positive figure counts: an
     instrumentation that could not price a model writes 0 or nothing, and the call is priced further down."""
+    if _COST_KEYS.isdisjoint(attrs):  # the common span reports no cost: one pass over its keys, in C
+        return None
     total = _usd(attrs.get(c.OI_LLM_COST_TOTAL))
     if total is None:
         total = _sum(attrs, c.OI_LLM_COST_PROMPT, c.OI_LLM_COST_COMPLETION)
@@ -84,6 +86,10 @@ def reported_cost(attrs: Mapping[str, Any]) -> float | None:
     if total is None:
         total = _sum(attrs, c.ANY_AGENT_INPUT_COST, c.ANY_AGENT_OUTPUT_COST)
     return total if total else None
+
+
+_COST_KEYS = frozenset((c.OI_LLM_COST_TOTAL, c.OI_LLM_COST_PROMPT, c.OI_LLM_COST_COMPLETION, c.GEN_AI_USAGE_COST_AMOUNT,
+                        c.ANY_AGENT_INPUT_COST, c.ANY_AGENT_OUTPUT_COST))  # every key `reported_cost` may read a figure from
 
 
 def _sum(attrs: Mapping[str, Any], first: str, second: str) -> float | None:

@@ -384,13 +384,23 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
     are part of the input tokens, as all three conventions count them, and priced apart. `priced` also reads
     the provider and the cost the span reports (`provider_of`, `reported_cost`): the whole call, built once.
     """
-    operation = _as_text(attrs.get(c.GEN_AI_OPERATION_NAME))
-    if (operation is not None and operation in c.LLM_OPERATIONS) or attrs.get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
-        model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
-        tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, c.GEN_AI_USAGE_PROMPT_TOKENS))
-        tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, c.GEN_AI_USAGE_COMPLETION_TOKENS))
-        messages = attrs.get(c.GEN_AI_INPUT_MESSAGES), attrs.get(c.GEN_AI_OUTPUT_MESSAGES)
-        cached = _first(attrs, (c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, c.TL_USAGE_CACHE_READ_INPUT_TOKENS))
+    # Hot: once per span that is no tool call, so the common GenAI chat span is read without helper calls
+    get = attrs.get
+    operation = get(c.GEN_AI_OPERATION_NAME)
+    if type(operation) is not str:
+        operation = _as_text(operation)
+    if (operation is not None and operation in c.LLM_OPERATIONS) or get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+        model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)
+        tokens_in = get(c.GEN_AI_USAGE_INPUT_TOKENS)
+        if tokens_in is None:
+            tokens_in = get(c.GEN_AI_USAGE_PROMPT_TOKENS)
+        tokens_out = get(c.GEN_AI_USAGE_OUTPUT_TOKENS)
+        if tokens_out is None:
+            tokens_out = get(c.GEN_AI_USAGE_COMPLETION_TOKENS)
+        messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
+        cached = get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+        if cached is None:
+            cached = get(c.TL_USAGE_CACHE_READ_INPUT_TOKENS)
     elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
         if not any(key in attrs for key in c.OI_LLM_CALL_EVIDENCE):
             return None  # an LLM object's helper method (llama-index `_prepare_chat_with_tools`), no model call
@@ -398,7 +408,7 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
         tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
         messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
         cached = attrs.get(c.OI_LLM_TOKEN_COUNT_CACHE_READ)
-    elif _is_ai_model_call(attrs.get(c.AI_OPERATION_ID)):  # Vercel AI SDK `ai.*.doGenerate` / `doStream`
+    elif (operation_id := get(c.AI_OPERATION_ID)) is not None and _is_ai_model_call(operation_id):  # Vercel `doGenerate`
         model = (attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
                  or attrs.get(c.AI_MODEL_ID))
         tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, *c.AI_USAGE_INPUT_TOKENS))
@@ -407,14 +417,18 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
         cached = attrs.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
     else:
         return None
-    model = _as_text(model)
-    tokens_in = _tokens(tokens_in)
+    if type(model) is not str:
+        model = _as_text(model)
+    tokens_in = tokens_in if type(tokens_in) is int and 0 < tokens_in <= MAX_TOKENS else _tokens(tokens_in)
+    tokens_out = tokens_out if type(tokens_out) is int and 0 < tokens_out <= MAX_TOKENS else _tokens(tokens_out)
     if cached is not None:
         cached = _tokens(cached)  # the conventions count cache reads in the input tokens: a larger figure is one of them
-        tokens_in = max(tokens_in, cached)
+        if cached > tokens_in:
+            tokens_in = cached
     provider, cost = (provider_of(attrs), reported_cost(attrs)) if priced else (None, None)
-    return LLMCall(model or None, tokens_in, _tokens(tokens_out), span_id, messages[0], messages[1], start_ns, cached or 0,
-                   provider, cost)
+    # LLMCall(...) without NamedTuple's Python-level __new__ (all ten fields given)
+    return _new_tuple(LLMCall, (model or None, tokens_in, tokens_out, span_id, messages[0], messages[1], start_ns, cached or 0,
+                                provider, cost))
 
 
 MAX_TOKENS = 10**12  # more tokens than this in one call is not a count

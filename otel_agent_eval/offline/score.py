@@ -150,7 +150,9 @@ def in_replay_order(spans: Iterable[ReadableSpan], agent_of: Callable[[ReadableS
     """
     if window <= 0:
         return ((span, None) for span in spans)
-    return map(_SPAN_AND_AGENT, replay_events(spans, lambda attrs, span: agent_of(span), window))
+    # an AgentStartReader is handed the attributes replay_events has read already
+    at = agent_of.at if type(agent_of) is AgentStartReader else lambda attrs, span: agent_of(span)
+    return map(_SPAN_AND_AGENT, replay_events(spans, at, window))
 
 
 _SPAN_AND_AGENT = itemgetter(4, 5)
@@ -313,15 +315,24 @@ class RecordedClock:
         return self.now
 
 
-def agent_start_reader(pipeline: Pipeline) -> Callable[[ReadableSpan], str | None]:
+def agent_start_reader(pipeline: Pipeline) -> AgentStartReader:
     """The agent name an agent span announces when it starts, by the processor's `on_start` rule (`agent_at_start`)."""
-    is_typed = pipeline.is_typed
+    return AgentStartReader(pipeline.is_typed)
 
-    def agent_of(span: ReadableSpan) -> str | None:
-        attrs = attribute_dict(span)
-        return agent_at_start(attrs, span.name, is_typed(attrs))
 
-    return agent_of
+class AgentStartReader:
+    """`agent_start_reader`'s reader: called with a span, or (`at`) with the attributes already read from it."""
+
+    __slots__ = ("_is_typed",)
+
+    def __init__(self, is_typed: Callable[[Mapping[str, Any]], bool]) -> None:
+        self._is_typed = is_typed
+
+    def __call__(self, span: ReadableSpan) -> str | None:
+        return self.at(attribute_dict(span), span)
+
+    def at(self, attrs: Mapping[str, Any], span: ReadableSpan) -> str | None:
+        return agent_at_start(attrs, span.name, self._is_typed(attrs))
 
 
 def _both(first: Callable[..., None], second: Callable[..., None] | None) -> Callable[..., None]:

@@ -134,12 +134,17 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
     context = _new_tuple(SpanContext, (trace_id, span_id, False, _TRACE_FLAGS[flags & 0xFF],
                                        TraceState.from_header([trace_state]) if trace_state else DEFAULT_TRACE_STATE,
                                        trace_id > 0 and span_id > 0))
-    parent_id = get("parentSpanId") or get("parent_span_id")
+    parent_text = get("parentSpanId") or get("parent_span_id")
     parent = None
-    if parent_id:
+    if parent_text:
         # A parent in another process is remote (its span is a local root here): OTLP says so in `flags`
         # (the SDK always sets it); without that bit it is taken as local, the OTLP default.
-        parent_id = otlp_id(parent_id, 8, "parentSpanId")
+        try:  # otlp_id's common case, inline, as above
+            parent_id = int(parent_text, 16) if type(parent_text) is str and len(parent_text) == 16 else 0
+        except ValueError:
+            parent_id = 0
+        if parent_id <= 0:
+            parent_id = otlp_id(parent_text, 8, "parentSpanId")
         parent = _new_tuple(SpanContext, (trace_id, parent_id, flags & _REMOTE_BITS == _REMOTE_BITS, DEFAULT_TRACE_OPTIONS,
                                           DEFAULT_TRACE_STATE, trace_id > 0 and parent_id > 0))
     name = get("name", "")
