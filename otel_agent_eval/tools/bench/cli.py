@@ -33,7 +33,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "quick": {"runs": 60, "rounds": 2, "warmup": 10, "throughput_runs": 40, "throughput_rounds": 1,
               "scrape_s": 0.3, "scrapes": 2, "series": (5, 2), "series_calls": 1,
               "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2,
-              "counted_runs": 10, "glob_routes": 200, "routing_spans": 100, "routing_rounds": 1,
+              "counted_runs": 30, "glob_routes": 200, "routing_spans": 100, "routing_rounds": 1,
               "serve_s": 1.0, "serve_connections": 2, "serve_runs": 150, "latency_runs": 40, "serve_workers": (),
               "score_spans": 5_000, "score_rounds": 1},
 }
