@@ -57,8 +57,9 @@ class EnrichedSpan(ReadableSpan):
 
     `appended` is set by this module alone (`Enricher.enrich`, `enrich_run`), when the copy is its original with
     attributes and events only appended (no redactor): the original's counts of both and the (cached, never changed)
-    catalog-fixed attributes that come right after the original's (none for a run's root), so that a writer of the original's bytes (`otlp/messages.py`) adds the rest without
-    comparing the two. Any other copy has None, a copy of a copy too.
+    catalog-fixed attributes that come right after the original's (none for a run's root), so that a writer of the
+    original's bytes (`otlp/messages.py`) adds the rest without comparing the two. Any other copy has None, a copy
+    of a copy too.
     """
 
     def __init__(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event],
