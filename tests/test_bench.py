@@ -194,8 +194,11 @@ def test_serve_and_the_collector_account_for_every_span_and_the_ratio_is_their_q
         assert row["latency"]["requests"] > 0 and row["latency"]["p50_ms"] <= row["latency"]["p99_ms"] <= row["latency"]["max_ms"]
     assert serve["latency"]["rate_spans_per_s"] == collector["latency"]["rate_spans_per_s"]
     assert result["rows"][2]["latency"] is None
+    steps = result["steps_us_per_span"]  # serve's own steps, in-process: each measured, none the whole hop alone
+    assert set(steps) == set(serve_bench.STEPS) and all(0 < us for us in steps.values())
     report = report_bench.format_report({"environment": cli.environment(), "serve": result})
     assert "ratio serve / Collector, spans per CPU-second" in report
+    assert f"evaluate {steps['evaluate']:.1f} µs" in report and "leaves 33.3 µs a span" in report
     assert report.count("no accepted span lost") == 3 and "MISMATCH" not in report
     goals = {line.split(":")[0].strip(): line for line in report.splitlines() if "Goal (issue #27)" in line}
     assert len(goals) == 3  # spans per CPU-second, --workers 2 scaling, p99 at half capacity
@@ -221,13 +224,16 @@ def test_score_is_measured_beside_an_orjson_read_of_the_same_file_which_is_kept_
     first = _strict(json.dumps(score_bench.score_section(cli.SIZES["quick"]["score_spans"], 1, path)))
     assert first["written_now"] and first["file"] == path and first["spans"] >= cli.SIZES["quick"]["score_spans"]
     assert first["calls"] > 0 and first["runs"] > 0
-    _positive(first, "score_cpu_s_per_million", "orjson_cpu_s_per_million", "rss_tenth_mib", "rss_end_mib")
+    _positive(first, "score_cpu_s_per_million", "orjson_cpu_s_per_million", "read_cpu_s_per_million", "rss_tenth_mib",
+              "rss_end_mib")
+    assert first["read_cpu_s_per_million"] < first["score_cpu_s_per_million"]  # reading is part of scoring
     assert first["ratio"] == pytest.approx(first["score_cpu_s_per_million"] / first["orjson_cpu_s_per_million"])
     assert first["rss_tenth_mib"] <= first["rss_end_mib"]
     again = score_bench.score_section(1, 1, path)  # the file exists: read again, not rewritten
     assert not again["written_now"] and (again["spans"], again["calls"], again["runs"]) == (first["spans"], first["calls"], first["runs"])
     report = report_bench.format_report({"environment": cli.environment(), "score": first})
     assert "SCORE beside a plain orjson read" in report and f"ratio {first['ratio']:.1f}x" in report
+    assert f"reading {first['read_cpu_s_per_million']:.2f} s" in report
     met = first["score_cpu_s_per_million"] <= report_bench.SCORE_CPU_S_PER_MILLION
     assert f"score <= 10 s of CPU per million spans: {'met' if met else 'MISSED'}" in report
 

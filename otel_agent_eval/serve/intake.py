@@ -27,9 +27,9 @@ from collections.abc import Callable
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..core.pipeline import Pipeline
-from ..offline.score import agent_start_reader, in_replay_order
+from ..offline.score import AgentStartReader, agent_start_reader, in_replay_order
 
-__all__ = ["DEFAULT_QUEUE_SPANS", "Intake"]
+__all__ = ["DEFAULT_QUEUE_SPANS", "Intake", "evaluated"]
 
 logger = logging.getLogger(__name__)
 
@@ -154,15 +154,7 @@ class Intake:
                     logger.exception("otel-agent-eval serve: reporting an evaluated batch failed")
 
     def _evaluate(self, batch: list[ReadableSpan]) -> None:
-        pipeline, seen, out = self.pipeline, self._on_seen, []
-        for span, agent in in_replay_order(batch, self._agent_of, len(batch)):
-            if agent is None:
-                if seen is not None:
-                    seen()
-                out += pipeline.ended(span)
-            else:
-                out += pipeline.agent_started(span, agent)
-        self._hand_on(out + pipeline.expire())  # runs idle past the TTL, as between batches
+        self._hand_on(evaluated(self.pipeline, batch, self._agent_of, self._on_seen))
 
     def _hand_on(self, spans: list[ReadableSpan]) -> None:
         if spans:
@@ -170,3 +162,18 @@ class Intake:
                 self._forward(spans)
             except Exception as exc:  # noqa: BLE001
                 self.pipeline.failed("forward", exc, "forward_errors")
+
+
+def evaluated(pipeline: Pipeline, batch: list[ReadableSpan], agent_of: AgentStartReader,
+              on_seen: Callable[[], object] | None = None) -> list[ReadableSpan]:
+    """One request's spans through the core in replay order, and the runs idle past the TTL closed, as between
+    batches: what the core hands on to the next hop."""
+    out: list[ReadableSpan] = []
+    for span, agent in in_replay_order(batch, agent_of, len(batch)):
+        if agent is None:
+            if on_seen is not None:
+                on_seen()
+            out += pipeline.ended(span)
+        else:
+            out += pipeline.agent_started(span, agent)
+    return out + pipeline.expire()

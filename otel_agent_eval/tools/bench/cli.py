@@ -20,7 +20,7 @@ from .processor import (CALLS_PER_RUN, FLOOR_VARIANTS, ROOT_ATTRIBUTES, ROOT_NAM
                         overhead, throughput)
 from .report import format_report
 from .scale import catalog_scale, routing, scrape_size, scrape_under_load
-from .score import score_child, score_section
+from .score import read_child, score_child, score_section
 from .serve import serve_section
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -118,12 +118,16 @@ def main(argv: list[str] | None = None) -> int:
                              f"{SIZES['default']['score_spans']:,}: writing runs at about 5,000 spans/s)")
     parser.add_argument("--count-child", nargs=2, metavar=("VARIANT", "RUNS"), help=argparse.SUPPRESS)
     parser.add_argument("--score-child", metavar="PATH", help=argparse.SUPPRESS)
+    parser.add_argument("--read-child", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.count_child:
         _count_child(args.count_child[0], int(args.count_child[1]))
         return 0
     if args.score_child:
         score_child(args.score_child)
+        return 0
+    if args.read_child:
+        read_child(args.read_child)
         return 0
     if (args.runs is not None and args.runs < 1) or (args.rounds is not None and args.rounds < 1):
         parser.error("--runs and --rounds must be positive")

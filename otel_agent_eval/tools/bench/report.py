@@ -154,6 +154,7 @@ def _serve_lines(s: dict[str, Any]) -> list[str]:
                          f"{lat['spans_per_request']} spans a request): p50 {_fmt(lat['p50_ms'], '.1f')} ms, "
                          f"p99 {_fmt(lat['p99_ms'], '.1f')} ms, max {_fmt(lat['max_ms'], '.1f')} ms over {lat['requests']} "
                          f"requests; {lat['refused_requests']} told to retry")
+    lines += _serve_steps(s)
     lines += _serve_goals(s["rows"])
     for r in s["rows"]:
         a = r["accounting"]
@@ -162,6 +163,20 @@ def _serve_lines(s: dict[str, Any]) -> list[str]:
                      f"the sink counted {a['sink']:,}: " + ("no accepted span lost" if a["equal"] else "MISMATCH")
                      + f"; {r['metric_requests']} OTLP metric requests")
     return lines
+
+
+def _serve_steps(s: dict[str, Any]) -> list[str]:
+    """Where one serve process's CPU per span goes, beside what the goal leaves per span."""
+    steps = s.get("steps_us_per_span")
+    one = next((r for r in s["rows"] if r["hop"] == "serve"), None)
+    if not steps or one is None or not one["spans_per_cpu_s"]:
+        return []
+    hop_us, own = 1e6 / one["spans_per_cpu_s"], sum(steps.values())
+    return [f"  serve's CPU per span: {hop_us:.1f} µs in the hop; of it, its own steps measured in-process: read "
+            f"{steps['read']:.1f} µs (parse, build spans), evaluate {steps['evaluate']:.1f} µs (replay order, the core, "
+            f"metrics, enrichment), write {steps['write']:.1f} µs (the forwarded request); the other {max(hop_us - own, 0):.1f} µs: "
+            f"HTTP in and out, threads, queues, OTLP metrics. {SERVE_SPANS_PER_CPU_S:,} spans per CPU-second leaves "
+            f"{1e6 / SERVE_SPANS_PER_CPU_S:.1f} µs a span for all of it."]
 
 
 def _serve_goals(rows: list[dict[str, Any]]) -> list[str]:
@@ -192,6 +207,8 @@ def _score_lines(s: dict[str, Any]) -> list[str]:
             f"{s['orjson_cpu_s_per_million']:.2f} s: ratio {s['ratio']:.1f}x "
             f"(score {', '.join(format(r['cpu_s'] * 1e6 / s['spans'], '.2f') for r in rounds)}; "
             f"orjson {', '.join(format(r['orjson_cpu_s'] * 1e6 / s['spans'], '.2f') for r in rounds)})",
+            f"  of score's CPU per million spans: reading {s['read_cpu_s_per_million']:.2f} s (decode, build spans, drop "
+            f"repeats, replay order; measured alone), evaluating the other {max(s['score_cpu_s_per_million'] - s['read_cpu_s_per_million'], 0):.2f} s",
             f"  score's peak resident memory: {_fmt(s['rss_tenth_mib'], '.0f')} MiB after a tenth of the input, "
             f"{s['rss_end_mib']:.0f} MiB at the end",
             _goal(f"score <= {SCORE_CPU_S_PER_MILLION:g} s of CPU per million spans",

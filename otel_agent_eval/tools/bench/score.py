@@ -5,7 +5,8 @@ arguments, results, errors and events) as the Collector's file exporter writes t
 spans a line, hex ids, numeric enums. It is written once per run into a temporary directory (or kept at a given
 path and reused). Each round scores it in a fresh process (CPU of `score_traces` alone, not the interpreter's start)
 and decodes its lines with orjson alone in this one: the anchor, what reading the lines costs before a span is
-built. The figures are CPU seconds per million spans, the median of the rounds, and their ratio; beside them the
+built. A third fresh process does score's reading alone (spans built and put in replay order, none evaluated): the
+rest of score's CPU is the evaluation. The figures are CPU seconds per million spans, the median of the rounds, and their ratio; beside them the
 scoring process's peak resident memory after a tenth of the input and at the end (flat memory: two close figures).
 """
 from __future__ import annotations
@@ -110,8 +111,29 @@ def score_child(path: str) -> None:
                       "wall_s": wall, "rss_tenth_mib": peaks[0] / 1024 if peaks else None, "rss_end_mib": peak / 1024}))
 
 
-def score_once(path: str) -> dict[str, Any]:
-    child = subprocess.run([sys.executable, "-m", "otel_agent_eval.bench", "--score-child", path],
+def read_child(path: str) -> None:
+    """In the fresh process: score's reading alone (lines decoded, spans built, repeats dropped, put in replay
+    order), nothing evaluated; prints one JSON line with its CPU seconds."""
+    from itertools import chain
+
+    from ...offline.recorded import RecordedSpans
+    from ...offline.score import DEFAULT_REORDER_SPANS, Deduplicator, agent_start_reader, fewer_collections, replay_events
+    from ...otel.wiring import build_pipeline
+
+    pipeline, _ = build_pipeline(registry=None, sees_starts=False)  # what names an agent at its start
+    at = agent_start_reader(pipeline).at
+    cpu = time.process_time()
+    spans = RecordedSpans(path)
+    with fewer_collections():
+        for _ in replay_events(chain.from_iterable(map(Deduplicator(spans.stats), spans.batches())), at,
+                               DEFAULT_REORDER_SPANS):
+            pass
+    print(json.dumps({"spans": spans.stats.spans, "cpu_s": time.process_time() - cpu}))
+
+
+def score_once(path: str, mode: str = "--score-child") -> dict[str, Any]:
+    """What the fresh process printed: scoring `path`, or (`--read-child`) reading it alone."""
+    child = subprocess.run([sys.executable, "-m", "otel_agent_eval.bench", mode, path],
                            capture_output=True, text=True)
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or [""])[-1]
@@ -135,6 +157,10 @@ def score_section(spans: int, rounds: int, path: str | None = None) -> dict[str,
             scored = score_once(path)
             if not scored["spans"]:
                 raise RuntimeError(f"{path}: no spans that score reads (the section wants OTLP/JSON lines)")
+            read = score_once(path, "--read-child")
+            if read["spans"] != scored["spans"]:
+                raise RuntimeError(f"{path}: reading alone found {read['spans']:,} spans, scoring {scored['spans']:,}")
+            scored["read_cpu_s"] = read["cpu_s"]
             try:
                 scored["orjson_cpu_s"] = orjson_only(path)
             except orjson.JSONDecodeError as exc:
@@ -144,7 +170,9 @@ def score_section(spans: int, rounds: int, path: str | None = None) -> dict[str,
     per_million = 1e6 / first["spans"]
     score_s = statistics.median(r["cpu_s"] for r in result["rounds"]) * per_million
     orjson_s = statistics.median(r["orjson_cpu_s"] for r in result["rounds"]) * per_million
+    read_s = statistics.median(r["read_cpu_s"] for r in result["rounds"]) * per_million
     result.update(spans=first["spans"], calls=first["calls"], runs=first["runs"],
                   score_cpu_s_per_million=score_s, orjson_cpu_s_per_million=orjson_s, ratio=score_s / orjson_s,
+                  read_cpu_s_per_million=read_s,
                   rss_tenth_mib=first["rss_tenth_mib"], rss_end_mib=max(r["rss_end_mib"] for r in result["rounds"]))
     return result

@@ -49,6 +49,7 @@ STOPPED = re.compile(r"stopped; spans accepted (\d+), refused (\d+), invalid (\d
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 START_S = 60.0  # liveness only
 DRAIN_S = 30.0
+STEP_REQUESTS = 30  # of the section's requests, in-process: serve's own steps per span
 
 
 # -- the Collector binary, by the rule of .ci/collector ------------------------------------------
@@ -411,6 +412,41 @@ def measure(hop: Hop, requests: list[tuple[bytes, int]], latency_requests: list[
     return row
 
 
+STEPS = ("read", "evaluate", "write")
+
+
+def steps(requests: list[tuple[bytes, int]], rounds: int = 3) -> dict[str, float]:
+    """CPU µs per span of serve's own steps on `requests`, in this process, as one serve process runs them: reading a
+    request into spans (messages kept), evaluating them (replay order and the core: metrics, enrichment) and
+    writing the forwarded request; the first round warms up. The hop's CPU beyond their sum is HTTP in and out,
+    threads and queues."""
+    from prometheus_client import CollectorRegistry
+
+    from ...offline.score import agent_start_reader
+    from ...otel.wiring import build_pipeline
+    from ...otlp.messages import request_of
+    from ...serve.intake import evaluated
+    from ...serve.payload import PROTOBUF, read_request
+
+    pipeline, _ = build_pipeline(registry=CollectorRegistry(), sees_starts=False)
+    agent_of, clock = agent_start_reader(pipeline), time.process_time
+    spent, spans = dict.fromkeys(STEPS, 0.0), 0
+    for round_ in range(rounds + 1):
+        for data, _ in requests:
+            t0 = clock()
+            batch, _ = read_request(data, PROTOBUF, keep=True).spans()
+            t1 = clock()
+            out = evaluated(pipeline, batch, agent_of)
+            t2 = clock()
+            request_of(out)
+            t3 = clock()
+            if round_:
+                spans += len(batch)
+                for step, took in zip(STEPS, (t1 - t0, t2 - t1, t3 - t2)):
+                    spent[step] += took
+    return {step: took / spans * 1e6 for step, took in spent.items()}
+
+
 def serve_section(seconds: float, connections: int, spans_per_request: int, runs: int, latency_spans_per_request: int,
                   latency_runs: int, workers: tuple[int, ...] = (2,), collector: str | None = None) -> dict[str, Any]:
     """serve, the Collector (when built) and serve with more workers, one after the other on the same requests."""
@@ -431,6 +467,7 @@ def serve_section(seconds: float, connections: int, spans_per_request: int, runs
 
         serve = one(lambda sink, log: start_serve(sink, 1, log), latency=True)
         result["rows"].append(serve)
+        result["steps_us_per_span"] = steps(requests[:STEP_REQUESTS])
         if binary:
             try:
                 row = one(lambda sink, log: start_collector(binary, sink, workdir, log), latency=True,
