@@ -45,14 +45,16 @@ docs: $(VENV)/.installed-test
 bench: $(VENV)/.installed
 	$(BIN)/python -m otel_agent_eval.bench
 
-$(VENV)/.installed: pyproject.toml tests/constraints.txt
+# The install builds the native reader (native/, Rust) with cargo when it is on PATH; PIP_CONSTRAINT pins the
+# build tools too (a plain -c does not reach pip's isolated build environment).
+$(VENV)/.installed: pyproject.toml tests/constraints.txt native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c tests/constraints.txt -e .
+	PIP_CONSTRAINT=tests/constraints.txt $(BIN)/pip install --quiet -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -c tests/constraints.txt -e '.[test]'
+	PIP_CONSTRAINT=tests/constraints.txt $(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
 clean:

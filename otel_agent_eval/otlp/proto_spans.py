@@ -10,10 +10,17 @@ receiver can count a request's spans and refuse it before building any (`parsed`
 `ReadableSpan.__init__` stores them, without its keyword call or `SpanContext`'s checks
 (the ids are checked here), reading each upb field once.
 
+The native reader (`native/`, Rust, built by the install where a Rust toolchain is present) reads the
+same bytes into the same spans about five times faster; it runs only on bytes upb has parsed and hands
+back (None) what it does not model as upb does, which this module then reads. `OTEL_AGENT_EVAL_NATIVE=0`
+turns it off; `NATIVE` says whether it is in use.
+
     >>> spans, problems = spans_of_message(data)
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -27,7 +34,7 @@ from opentelemetry.trace.span import DEFAULT_TRACE_OPTIONS, DEFAULT_TRACE_STATE
 from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, UNSET, SpanProblem
 from .messages import MessageSpan, Origin
 
-__all__ = ["parsed", "span_count", "spans_of_message", "spans_of_request"]
+__all__ = ["NATIVE", "parsed", "span_count", "spans_of_message", "spans_of_request"]
 
 _OK = Status(StatusCode.OK)  # immutable: shared, as UNSET is
 _ERROR = StatusCode.ERROR
@@ -39,13 +46,28 @@ _new_tuple = tuple.__new__
 _new = object.__new__
 
 
+def _native_reader() -> Callable[[bytes, bool], tuple[list[ReadableSpan], list[str]] | None] | None:
+    """The native `spans_of_message` when it was built and not turned off (`OTEL_AGENT_EVAL_NATIVE=0`)."""
+    if os.environ.get("OTEL_AGENT_EVAL_NATIVE", "").strip() == "0":
+        return None
+    try:
+        from ._native import spans_of_message as native
+    except ImportError:
+        return None
+    return native
+
+
+_native = _native_reader()
+NATIVE = _native is not None
+
+
 def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
     With `keep`, spans keep their serialized messages, to be forwarded as they came (`messages.MessageSpan`).
     Raises `SpanProblem` when the bytes are not such a message.
     """
-    return spans_of_request(parsed(data), keep=keep)
+    return spans_of_request(parsed(data), keep=keep, data=data)
 
 
 def parsed(data: bytes) -> Any:
@@ -61,8 +83,13 @@ def span_count(request: Any) -> int:
     return sum(len(scope_entry.spans) for entry in request.resource_spans for scope_entry in entry.scope_spans)
 
 
-def spans_of_request(request: Any, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
-    """The spans of a parsed `ExportTraceServiceRequest` (`parsed`), and why any were skipped."""
+def spans_of_request(request: Any, *, keep: bool = False, data: bytes | None = None) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of a parsed `ExportTraceServiceRequest` (`parsed`), and why any were skipped; given `data`, the bytes
+    it was parsed from, the native reader reads those when it is in use (the same spans)."""
+    if data is not None and _native is not None:
+        read = _native(data, keep)
+        if read is not None:
+            return read
     spans: list[ReadableSpan] = []
     problems: list[str] = []
     for entry in request.resource_spans:

@@ -80,17 +80,17 @@ def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
 class Request:
     """A request read as far as counting its spans (parsed, not built into spans): `count`, then `spans()`."""
 
-    __slots__ = ("count", "_message", "_json", "_keep")
+    __slots__ = ("count", "_message", "_json", "_keep", "_data")
 
-    def __init__(self, message: Any, count: int, *, json: bool = False, keep: bool = False) -> None:
-        self._message, self.count, self._json, self._keep = message, count, json, keep
+    def __init__(self, message: Any, count: int, *, json: bool = False, keep: bool = False, data: bytes | None = None) -> None:
+        self._message, self.count, self._json, self._keep, self._data = message, count, json, keep, data
 
     def spans(self) -> tuple[list[ReadableSpan], list[str]]:
         """The spans, and why any single one was skipped; `PayloadError` when the request as a whole cannot be read."""
         try:
             if self._json:  # the request's resourceSpans
                 return spans_of_request(self._message)
-            return spans_of_parsed(self._message, keep=self._keep)
+            return spans_of_parsed(self._message, keep=self._keep, data=self._data)
         except SpanProblem as exc:
             raise PayloadError(str(exc)) from None
         except RecursionError:
@@ -111,7 +111,7 @@ def read_request(body: bytes, content_type: str, encoding: str = "identity", *, 
 def _protobuf_request(data: bytes, keep: bool) -> Request:
     try:
         message = parsed(data)
-        return Request(message, message_span_count(message), keep=keep)
+        return Request(message, message_span_count(message), keep=keep, data=data)
     except SpanProblem as exc:
         raise PayloadError(str(exc)) from None
     except RecursionError:

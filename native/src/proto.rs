@@ -1,0 +1,762 @@
+//! OTLP protobuf `ExportTraceServiceRequest` bytes into the SDK's `ReadableSpan`s, as `proto_spans.spans_of_request`
+//! builds them from the upb-parsed message (same `__dict__`, contexts, attributes, events, links, status; with
+//! `keep`, a `MessageSpan` with its serialized message and `Origin`).
+//!
+//! It reads the wire format itself (zero-copy slices over the input) and is only called on bytes upb has already
+//! parsed, so the input is valid protobuf with valid UTF-8. What it does not model as upb does, it hands back
+//! (`None`): a singular sub-message written more than once (resource, scope, a KeyValue's value, an AnyValue's
+//! array or kvlist: protobuf merges those), and anything its reader refuses. A span's message is its bytes as they
+//! came (upb writes the same bytes back for the canonical encoding every OpenTelemetry SDK writes).
+use std::os::raw::c_char;
+use std::ptr;
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+const MAX_DEPTH: usize = 16;
+const HAS_IS_REMOTE: u32 = 0x100;
+const REMOTE: u32 = 0x300;
+
+// ------------------------------------------------------------------------------------------------
+// errors
+
+enum Fail {
+    Unmodelled,       // read as upb would not, or not at all: the Python reader reads the request
+    Problem(String),  // one span is skipped and counted, in the Python reader's words
+    Py(PyErr),
+}
+impl From<PyErr> for Fail {
+    fn from(e: PyErr) -> Self {
+        Fail::Py(e)
+    }
+}
+type R<T> = Result<T, Fail>;
+
+// ------------------------------------------------------------------------------------------------
+// wire reader
+
+struct Rd<'a> {
+    b: &'a [u8],
+    p: usize,
+}
+
+impl<'a> Rd<'a> {
+    #[inline(always)]
+    fn new(b: &'a [u8]) -> Self {
+        Rd { b, p: 0 }
+    }
+    #[inline(always)]
+    fn more(&self) -> bool {
+        self.p < self.b.len()
+    }
+    #[inline(always)]
+    fn varint(&mut self) -> R<u64> {
+        let mut r: u64 = 0;
+        let mut s: u32 = 0;
+        loop {
+            let Some(&c) = self.b.get(self.p) else { return Err(Fail::Unmodelled) };
+            self.p += 1;
+            r |= ((c & 0x7f) as u64) << s;
+            if c < 0x80 {
+                return Ok(r);
+            }
+            s += 7;
+            if s > 63 {
+                return Err(Fail::Unmodelled);
+            }
+        }
+    }
+    #[inline(always)]
+    fn tag(&mut self) -> R<(u64, u8)> {
+        let t = self.varint()?;
+        if t >> 3 == 0 {
+            return Err(Fail::Unmodelled);
+        }
+        Ok((t >> 3, (t & 7) as u8))
+    }
+    #[inline(always)]
+    fn ld(&mut self) -> R<&'a [u8]> {
+        let n = self.varint()?;
+        if n > (self.b.len() - self.p) as u64 {
+            return Err(Fail::Unmodelled);
+        }
+        let n = n as usize;
+        let s = &self.b[self.p..self.p + n];
+        self.p += n;
+        Ok(s)
+    }
+    #[inline(always)]
+    fn fixed(&mut self, n: usize) -> R<u64> {
+        if self.b.len() - self.p < n {
+            return Err(Fail::Unmodelled);
+        }
+        let mut v = [0u8; 8];
+        v[..n].copy_from_slice(&self.b[self.p..self.p + n]);
+        self.p += n;
+        Ok(u64::from_le_bytes(v))
+    }
+    fn skip(&mut self, wt: u8) -> R<()> {
+        match wt {
+            0 => self.varint().map(|_| ()),
+            1 => self.fixed(8).map(|_| ()),
+            2 => self.ld().map(|_| ()),
+            5 => self.fixed(4).map(|_| ()),
+            _ => Err(Fail::Unmodelled), // groups
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// python objects needed, looked up once
+
+struct Ctx {
+    readable_span: Py<PyAny>,
+    message_span: Py<PyAny>,
+    span_context: Py<PyAny>,
+    flags: Vec<Py<PyAny>>,
+    default_state: Py<PyAny>,
+    default_options: Py<PyAny>,
+    kinds: Vec<Py<PyAny>>,
+    internal: Py<PyAny>,
+    ok: Py<PyAny>,
+    unset: Py<PyAny>,
+    error: Py<PyAny>,
+    status_cls: Py<PyAny>,
+    event_cls: Py<PyAny>,
+    link_cls: Py<PyAny>,
+    resource_cls: Py<PyAny>,
+    scope_cls: Py<PyAny>,
+    origin_cls: Py<PyAny>,
+    from_header: Py<PyAny>,
+    remote_kw: Py<PyDict>,
+    empty: Py<PyTuple>,
+    k: [Py<PyString>; 16],
+}
+
+const KEYS: [&str; 16] = [
+    "_name", "_context", "_kind", "_instrumentation_info", "_instrumentation_scope", "_parent", "_start_time",
+    "_end_time", "_attributes", "_events", "_links", "_resource", "_status", "_message", "_origin", "__dict__",
+];
+
+static CTX: PyOnceLock<Ctx> = PyOnceLock::new();
+
+fn ctx(py: Python<'_>) -> PyResult<&Ctx> {
+    CTX.get_or_try_init(py, || {
+        let sdk = py.import("opentelemetry.sdk.trace")?;
+        let api = py.import("opentelemetry.trace")?;
+        let span_mod = py.import("opentelemetry.trace.span")?;
+        let ps = py.import("otel_agent_eval.otlp.proto_spans")?;
+        let msgs = py.import("otel_agent_eval.otlp.messages")?;
+        let js = py.import("otel_agent_eval.otlp.json_spans")?;
+        let flags: Vec<Py<PyAny>> = ps.getattr("_FLAGS")?.try_iter()?.map(|x| x.map(|x| x.unbind())).collect::<PyResult<_>>()?;
+        let kinds: Vec<Py<PyAny>> = ps.getattr("_KINDS")?.try_iter()?.map(|x| x.map(|x| x.unbind())).collect::<PyResult<_>>()?;
+        let kw = PyDict::new(py);
+        kw.set_item("is_remote", true)?;
+        let k = KEYS.map(|s| PyString::intern(py, s).unbind());
+        Ok::<_, PyErr>(Ctx {
+            readable_span: sdk.getattr("ReadableSpan")?.unbind(),
+            message_span: msgs.getattr("MessageSpan")?.unbind(),
+            span_context: api.getattr("SpanContext")?.unbind(),
+            flags,
+            default_state: span_mod.getattr("DEFAULT_TRACE_STATE")?.unbind(),
+            default_options: span_mod.getattr("DEFAULT_TRACE_OPTIONS")?.unbind(),
+            internal: api.getattr("SpanKind")?.getattr("INTERNAL")?.unbind(),
+            kinds,
+            ok: ps.getattr("_OK")?.unbind(),
+            unset: js.getattr("UNSET")?.unbind(),
+            error: api.getattr("StatusCode")?.getattr("ERROR")?.unbind(),
+            status_cls: api.getattr("Status")?.unbind(),
+            event_cls: sdk.getattr("Event")?.unbind(),
+            link_cls: api.getattr("Link")?.unbind(),
+            resource_cls: py.import("opentelemetry.sdk.resources")?.getattr("Resource")?.unbind(),
+            scope_cls: py.import("opentelemetry.sdk.util.instrumentation")?.getattr("InstrumentationScope")?.unbind(),
+            origin_cls: msgs.getattr("Origin")?.unbind(),
+            from_header: api.getattr("TraceState")?.getattr("from_header")?.unbind(),
+            remote_kw: kw.unbind(),
+            empty: PyTuple::empty(py).unbind(),
+            k,
+        })
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// small constructors
+
+#[inline(always)]
+fn string<'py>(py: Python<'py>, b: &[u8]) -> R<Bound<'py, PyAny>> {
+    unsafe {
+        let p = ffi::PyUnicode_DecodeUTF8(b.as_ptr() as *const c_char, b.len() as ffi::Py_ssize_t, c"strict".as_ptr());
+        if p.is_null() {
+            ffi::PyErr_Clear();
+            return Err(Fail::Unmodelled); // upb refuses it first
+        }
+        Ok(Bound::from_owned_ptr(py, p))
+    }
+}
+
+#[inline(always)]
+fn bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyAny> {
+    PyBytes::new(py, b).into_any()
+}
+
+#[inline(always)]
+fn u64_int<'py>(py: Python<'py>, v: u64) -> Bound<'py, PyAny> {
+    unsafe { Bound::from_owned_ptr(py, ffi::PyLong_FromUnsignedLongLong(v)) }
+}
+
+#[inline(always)]
+fn time_or_none<'py>(py: Python<'py>, v: u64) -> Bound<'py, PyAny> {
+    if v == 0 { py.None().into_bound(py) } else { u64_int(py, v) }
+}
+
+fn id_int<'py>(py: Python<'py>, raw: &[u8], size: usize, field: &str) -> R<Bound<'py, PyAny>> {
+    if raw.len() != size {
+        return Err(Fail::Problem(format!("{field} has {} bytes, not {size}", raw.len())));
+    }
+    let v = if size == 16 {
+        let n = u128::from_be_bytes(raw.try_into().unwrap());
+        if n == 0 {
+            return Err(Fail::Problem(format!("{field} is all zeros (invalid)")));
+        }
+        n.into_pyobject(py).unwrap().into_any()
+    } else {
+        let n = u64::from_be_bytes(raw.try_into().unwrap());
+        if n == 0 {
+            return Err(Fail::Problem(format!("{field} is all zeros (invalid)")));
+        }
+        u64_int(py, n)
+    };
+    Ok(v)
+}
+
+/// tuple.__new__(SpanContext, items): what tuple_subtype_new does, without the intermediate tuple.
+fn span_context<'py>(py: Python<'py>, c: &Ctx, items: [Bound<'py, PyAny>; 6]) -> R<Bound<'py, PyAny>> {
+    unsafe {
+        let tp = c.span_context.as_ptr() as *mut ffi::PyTypeObject;
+        let obj = ((*tp).tp_alloc.unwrap())(tp, 6);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py).into());
+        }
+        for (i, it) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(obj, i as ffi::Py_ssize_t, it.into_ptr());
+        }
+        Ok(Bound::from_owned_ptr(py, obj))
+    }
+}
+
+fn new_object<'py>(py: Python<'py>, c: &Ctx, cls: &Py<PyAny>) -> R<Bound<'py, PyAny>> {
+    unsafe {
+        let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
+        let obj = ((*ptr::addr_of_mut!(ffi::PyBaseObject_Type)).tp_new.unwrap())(tp, c.empty.as_ptr(), ptr::null_mut());
+        Ok(Bound::from_owned_ptr_or_err(py, obj)?)
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// per-call cache of short strings (keys, names, short values): one str object per distinct bytes in a request
+
+const SLOTS: usize = 1024;
+const CACHED_LEN: usize = 48;
+
+struct Cache<'a> {
+    slots: Vec<(&'a [u8], *mut ffi::PyObject)>,
+}
+
+impl<'a> Cache<'a> {
+    fn new() -> Self {
+        Cache { slots: vec![(&b""[..], ptr::null_mut()); SLOTS] }
+    }
+    #[inline(always)]
+    fn str<'py>(&mut self, py: Python<'py>, b: &'a [u8]) -> R<Bound<'py, PyAny>> {
+        if b.len() > CACHED_LEN || b.is_empty() {
+            return string(py, b);
+        }
+        let mut h: u64 = 0xcbf29ce484222325;
+        for &x in b {
+            h = (h ^ x as u64).wrapping_mul(0x100000001b3);
+        }
+        let slot = &mut self.slots[(h as usize ^ (h >> 32) as usize) & (SLOTS - 1)];
+        unsafe {
+            if !slot.1.is_null() && slot.0 == b {
+                return Ok(Bound::from_borrowed_ptr(py, slot.1));
+            }
+            let s = string(py, b)?;
+            if !slot.1.is_null() {
+                ffi::Py_DECREF(slot.1);
+            }
+            *slot = (b, s.clone().into_ptr());
+            Ok(s)
+        }
+    }
+}
+
+impl Drop for Cache<'_> {
+    fn drop(&mut self) {
+        // dropped inside spans_of_request_bytes, with the GIL held
+        for (_, o) in self.slots.iter() {
+            if !o.is_null() {
+                unsafe { ffi::Py_DECREF(*o) };
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn set(d: &Bound<'_, PyDict>, k: &Py<PyString>, v: Bound<'_, PyAny>) -> R<()> {
+    if unsafe { ffi::PyDict_SetItem(d.as_ptr(), k.as_ptr(), v.as_ptr()) } < 0 {
+        return Err(PyErr::fetch(d.py()).into());
+    }
+    Ok(())
+}
+
+fn presized<'py>(py: Python<'py>, n: usize) -> R<Bound<'py, PyDict>> {
+    unsafe { Ok(Bound::from_owned_ptr_or_err(py, ffi::_PyDict_NewPresized(n as ffi::Py_ssize_t))?.cast_into_unchecked()) }
+}
+
+// ------------------------------------------------------------------------------------------------
+// attributes
+
+/// Adds the KeyValue in `b` to `out` as `attributes()` does; empty values are dropped.
+#[inline]
+fn key_value_into<'a, 'py>(py: Python<'py>, cache: &mut Cache<'a>, out: &Bound<'py, PyDict>, b: &'a [u8], depth: usize) -> R<()> {
+    let mut r = Rd::new(b);
+    let mut key: &[u8] = b"";
+    let mut value: Option<&[u8]> = None;
+    while r.more() {
+        match r.tag()? {
+            (1, 2) => key = r.ld()?,
+            (2, 2) => {
+                if value.is_some() {
+                    return Err(Fail::Unmodelled); // a second value merges into the first
+                }
+                value = Some(r.ld()?)
+            }
+            (_, wt) => r.skip(wt)?,
+        }
+    }
+    let key = cache.str(py, key)?;
+    if let Some(v) = value {
+        if let Some(v) = any_value(py, cache, v, depth)? {
+            if unsafe { ffi::PyDict_SetItem(out.as_ptr(), key.as_ptr(), v.as_ptr()) } < 0 {
+                return Err(PyErr::fetch(py).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn attributes<'a, 'py>(py: Python<'py>, cache: &mut Cache<'a>, items: &[&'a [u8]], depth: usize) -> R<Bound<'py, PyDict>> {
+    let out = presized(py, items.len())?;
+    for kv in items {
+        key_value_into(py, cache, &out, kv, depth)?;
+    }
+    Ok(out)
+}
+
+enum Kind<'a> {
+    None,
+    Str(&'a [u8]),
+    Bool(u64),
+    Int(u64),
+    Double(u64),
+    Array(&'a [u8]),
+    KvList(&'a [u8]),
+    Bytes(&'a [u8]),
+}
+
+fn any_value<'a, 'py>(py: Python<'py>, cache: &mut Cache<'a>, b: &'a [u8], depth: usize) -> R<Option<Bound<'py, PyAny>>> {
+    let mut r = Rd::new(b);
+    let mut kind = Kind::None; // a oneof: the last one read wins
+    let mut nested = false; // an array or kvlist read: a second one may merge into it, which is not modelled
+    while r.more() {
+        kind = match r.tag()? {
+            (1, 2) => Kind::Str(r.ld()?),
+            (2, 0) => Kind::Bool(r.varint()?),
+            (3, 0) => Kind::Int(r.varint()?),
+            (4, 1) => Kind::Double(r.fixed(8)?),
+            (f @ (5 | 6), 2) => {
+                if nested {
+                    return Err(Fail::Unmodelled);
+                }
+                nested = true;
+                let b = r.ld()?;
+                if f == 5 { Kind::Array(b) } else { Kind::KvList(b) }
+            }
+            (7, 2) => Kind::Bytes(r.ld()?),
+            (_, wt) => {
+                r.skip(wt)?;
+                continue;
+            }
+        };
+    }
+    Ok(match kind {
+        Kind::None => None,
+        Kind::Str(s) => Some(cache.str(py, s)?),
+        Kind::Bool(v) => Some(pyo3::types::PyBool::new(py, v != 0).to_owned().into_any()),
+        Kind::Int(v) => Some((v as i64).into_pyobject(py).unwrap().into_any()),
+        Kind::Double(v) => Some(f64::from_bits(v).into_pyobject(py).unwrap().into_any()),
+        Kind::Bytes(s) => Some(bytes(py, s)),
+        Kind::Array(a) => {
+            if depth >= MAX_DEPTH {
+                return Ok(None);
+            }
+            let mut out: Vec<Bound<'py, PyAny>> = Vec::new();
+            let mut r = Rd::new(a);
+            while r.more() {
+                match r.tag()? {
+                    (1, 2) => {
+                        if let Some(v) = any_value(py, cache, r.ld()?, depth + 1)? {
+                            out.push(v);
+                        }
+                    }
+                    (_, wt) => r.skip(wt)?,
+                }
+            }
+            Some(PyTuple::new(py, out)?.into_any())
+        }
+        Kind::KvList(a) => {
+            if depth >= MAX_DEPTH {
+                return Ok(None);
+            }
+            let out = PyDict::new(py);
+            let mut r = Rd::new(a);
+            while r.more() {
+                match r.tag()? {
+                    (1, 2) => key_value_into(py, cache, &out, r.ld()?, depth + 1)?,
+                    (_, wt) => r.skip(wt)?,
+                }
+            }
+            Some(out.into_any())
+        }
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// spans
+
+fn span<'a, 'py>(
+    py: Python<'py>,
+    c: &Ctx,
+    cache: &mut Cache<'a>,
+    kvs: &mut Vec<&'a [u8]>,
+    b: &'a [u8],
+    resource: &Bound<'py, PyAny>,
+    scope: &Bound<'py, PyAny>,
+    origin: Option<&Bound<'py, PyAny>>,
+) -> R<Bound<'py, PyAny>> {
+    let mut r = Rd::new(b);
+    let (mut trace_id, mut span_id, mut state, mut parent_id, mut name): (&[u8], &[u8], &[u8], &[u8], &[u8]) =
+        (b"", b"", b"", b"", b"");
+    let (mut kind, mut start, mut end, mut flags) = (0u64, 0u64, 0u64, 0u32);
+    kvs.clear();
+    let mut events: Vec<&[u8]> = Vec::new();
+    let mut links: Vec<&[u8]> = Vec::new();
+    let mut has_status = false;
+    let (mut code, mut message): (u64, &[u8]) = (0, b"");
+    while r.more() {
+        match r.tag()? {
+            (1, 2) => trace_id = r.ld()?,
+            (2, 2) => span_id = r.ld()?,
+            (3, 2) => state = r.ld()?,
+            (4, 2) => parent_id = r.ld()?,
+            (5, 2) => name = r.ld()?,
+            (6, 0) => kind = r.varint()?,
+            (7, 1) => start = r.fixed(8)?,
+            (8, 1) => end = r.fixed(8)?,
+            (9, 2) => kvs.push(r.ld()?),
+            (11, 2) => events.push(r.ld()?),
+            (13, 2) => links.push(r.ld()?),
+            (15, 2) => {
+                has_status = true;
+                let mut s = Rd::new(r.ld()?);
+                while s.more() {
+                    match s.tag()? {
+                        (2, 2) => message = s.ld()?,
+                        (3, 0) => code = s.varint()?,
+                        (_, wt) => s.skip(wt)?,
+                    }
+                }
+            }
+            (16, 5) => flags = r.fixed(4)? as u32,
+            (_, wt) => r.skip(wt)?,
+        }
+    }
+    let attrs = attributes(py, cache, kvs, 0)?;
+    let n_attrs = kvs.len();
+    let name = cache.str(py, name)?;
+    let state = string(py, state)?;
+    let message_str = string(py, message)?;
+    let trace_int = id_int(py, trace_id, 16, "traceId")?;
+    let span_int = id_int(py, span_id, 8, "spanId")?;
+    let state_obj = if state.len()? > 0 {
+        c.from_header.bind(py).call1((PyList::new(py, [state])?,))?
+    } else {
+        c.default_state.bind(py).clone()
+    };
+    let tf = c.flags[(flags & 0xFF) as usize].bind(py).clone();
+    let false_ = pyo3::types::PyBool::new(py, false).to_owned().into_any();
+    let true_ = pyo3::types::PyBool::new(py, true).to_owned().into_any();
+    let context = span_context(py, c, [trace_int.clone(), span_int, false_, tf, state_obj, true_.clone()])?;
+    let mut written = HAS_IS_REMOTE;
+    let parent = if !parent_id.is_empty() {
+        let pid = id_int(py, parent_id, 8, "parentSpanId")?;
+        let remote = flags & REMOTE == REMOTE;
+        if remote {
+            written = REMOTE;
+        }
+        let rb = pyo3::types::PyBool::new(py, remote).to_owned().into_any();
+        span_context(py, c, [trace_int, pid, rb, c.default_options.bind(py).clone(), c.default_state.bind(py).clone(), true_])?
+    } else {
+        py.None().into_bound(py)
+    };
+    let code = code as i32; // an open enum, read as int32
+    let status = match code {
+        1 => c.ok.bind(py).clone(),
+        2 => {
+            let msg = if message.is_empty() { py.None().into_bound(py) } else { message_str };
+            c.status_cls.bind(py).call1((c.error.bind(py), msg))?
+        }
+        _ => c.unset.bind(py).clone(),
+    };
+    let kind = kind as i32;
+    let kind = if (0..6).contains(&kind) { c.kinds[kind as usize].bind(py) } else { c.internal.bind(py) };
+    let events_obj = if events.is_empty() {
+        PyTuple::empty(py).into_any()
+    } else {
+        let mut out = Vec::with_capacity(events.len());
+        for e in events {
+            let mut r = Rd::new(e);
+            let (mut t, mut n): (u64, &[u8]) = (0, b"");
+            let mut kvs: Vec<&[u8]> = Vec::new();
+            while r.more() {
+                match r.tag()? {
+                    (1, 1) => t = r.fixed(8)?,
+                    (2, 2) => n = r.ld()?,
+                    (3, 2) => kvs.push(r.ld()?),
+                    (_, wt) => r.skip(wt)?,
+                }
+            }
+            let a = attributes(py, cache, &kvs, 0)?;
+            out.push(c.event_cls.bind(py).call1((cache.str(py, n)?, a, time_or_none(py, t)))?);
+        }
+        PyTuple::new(py, out)?.into_any()
+    };
+    let links_obj = if links.is_empty() {
+        PyTuple::empty(py).into_any()
+    } else {
+        let mut out = Vec::with_capacity(links.len());
+        for l in links {
+            let mut r = Rd::new(l);
+            let (mut tid, mut sid): (&[u8], &[u8]) = (b"", b"");
+            let mut kvs: Vec<&[u8]> = Vec::new();
+            while r.more() {
+                match r.tag()? {
+                    (1, 2) => tid = r.ld()?,
+                    (2, 2) => sid = r.ld()?,
+                    (3, 2) => {
+                        string(py, r.ld()?)?;
+                    }
+                    (4, 2) => kvs.push(r.ld()?),
+                    (_, wt) => r.skip(wt)?,
+                }
+            }
+            let ctx_ = c.span_context.bind(py).call(
+                (id_int(py, tid, 16, "link traceId")?, id_int(py, sid, 8, "link spanId")?),
+                Some(c.remote_kw.bind(py)),
+            )?;
+            let a = attributes(py, cache, &kvs, 0)?;
+            out.push(c.link_cls.bind(py).call1((ctx_, a))?);
+        }
+        PyTuple::new(py, out)?.into_any()
+    };
+    let keep = origin.is_some() && attrs.len() == n_attrs;
+    let k = &c.k;
+    let d = presized(py, 15)?;
+    set(&d, &k[0], name)?;
+    set(&d, &k[1], context)?;
+    set(&d, &k[2], kind.clone())?;
+    set(&d, &k[3], py.None().into_bound(py))?;
+    set(&d, &k[4], scope.clone())?;
+    set(&d, &k[5], parent)?;
+    set(&d, &k[6], time_or_none(py, start))?;
+    set(&d, &k[7], time_or_none(py, end))?;
+    set(&d, &k[8], attrs.into_any())?;
+    set(&d, &k[9], events_obj)?;
+    set(&d, &k[10], links_obj)?;
+    set(&d, &k[11], resource.clone())?;
+    set(&d, &k[12], status)?;
+    let obj = if keep {
+        let extra_flags = flags != written;
+        let extra_status = !has_status;
+        let size = b.len() + if extra_flags { 6 } else { 0 } + if extra_status { 2 } else { 0 };
+        let msg = PyBytes::new_with(py, size, |buf| {
+            buf[..b.len()].copy_from_slice(b);
+            let mut p = b.len();
+            if extra_flags {
+                buf[p..p + 2].copy_from_slice(b"\x85\x01");
+                buf[p + 2..p + 6].copy_from_slice(&written.to_le_bytes());
+                p += 6;
+            }
+            if extra_status {
+                buf[p..p + 2].copy_from_slice(b"\x7a\x00");
+            }
+            Ok(())
+        })?;
+        set(&d, &k[13], msg.into_any())?;
+        set(&d, &k[14], origin.unwrap().clone())?;
+        &c.message_span
+    } else {
+        &c.readable_span
+    };
+    // object.__new__(cls) then `obj.__dict__ = d`, without object_new's inline values that the assignment discards:
+    // tp_alloc leaves the managed dict empty and PyObject_GenericSetDict stores `d` (CPython 3.11 layout).
+    unsafe {
+        let tp = obj.as_ptr() as *mut ffi::PyTypeObject;
+        let o = Bound::from_owned_ptr_or_err(py, ((*tp).tp_alloc.unwrap())(tp, 0))?;
+        if ffi::PyObject_GenericSetDict(o.as_ptr(), d.as_ptr(), ptr::null_mut()) < 0 {
+            return Err(PyErr::fetch(py).into());
+        }
+        Ok(o)
+    }
+}
+
+fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans: &Bound<'py, PyList>, problems: &Bound<'py, PyList>) -> R<()> {
+    let mut cache = Cache::new();
+    let mut scratch: Vec<&'a [u8]> = Vec::new();
+    let mut top = Rd::new(data);
+    while top.more() {
+        let (f, wt) = top.tag()?;
+        if (f, wt) != (1, 2) {
+            top.skip(wt)?;
+            continue;
+        }
+        let entry = top.ld()?;
+        // pass 1: the resource and schema url, wherever they are
+        let (mut res, mut res_schema): (Option<&[u8]>, &[u8]) = (None, b"");
+        let mut r = Rd::new(entry);
+        while r.more() {
+            match r.tag()? {
+                (1, 2) if res.is_some() => return Err(Fail::Unmodelled), // a second resource merges into the first
+                (1, 2) => res = Some(r.ld()?),
+                (3, 2) => res_schema = r.ld()?,
+                (_, wt) => r.skip(wt)?,
+            }
+        }
+        let mut kvs: Vec<&[u8]> = Vec::new();
+        if let Some(rb) = res {
+            let mut r = Rd::new(rb);
+            while r.more() {
+                match r.tag()? {
+                    (1, 2) => kvs.push(r.ld()?),
+                    (_, wt) => r.skip(wt)?,
+                }
+            }
+        }
+        let res_schema_str = string(py, res_schema)?;
+        let resource = c.resource_cls.bind(py).call1((
+            attributes(py, &mut cache, &kvs, 0)?,
+            if res_schema.is_empty() { py.None().into_bound(py) } else { res_schema_str.clone() },
+        ))?;
+        let res_bytes = bytes(py, res.unwrap_or(b""));
+        // pass 2: the scopes
+        let mut r = Rd::new(entry);
+        while r.more() {
+            let (f, wt) = r.tag()?;
+            if (f, wt) != (2, 2) {
+                r.skip(wt)?;
+                continue;
+            }
+            let se = r.ld()?;
+            let (mut sc, mut sc_schema): (Option<&[u8]>, &[u8]) = (None, b"");
+            let mut s = Rd::new(se);
+            while s.more() {
+                match s.tag()? {
+                    (1, 2) if sc.is_some() => return Err(Fail::Unmodelled), // a second scope merges into the first
+                    (1, 2) => sc = Some(s.ld()?),
+                    (3, 2) => sc_schema = s.ld()?,
+                    (_, wt) => s.skip(wt)?,
+                }
+            }
+            let sc_schema_str = string(py, sc_schema)?;
+            let scope = match sc {
+                None => py.None().into_bound(py),
+                Some(sb) => {
+                    let (mut n, mut v): (&[u8], &[u8]) = (b"", b"");
+                    let mut kvs: Vec<&[u8]> = Vec::new();
+                    let mut s = Rd::new(sb);
+                    while s.more() {
+                        match s.tag()? {
+                            (1, 2) => n = s.ld()?,
+                            (2, 2) => v = s.ld()?,
+                            (3, 2) => kvs.push(s.ld()?),
+                            (_, wt) => s.skip(wt)?,
+                        }
+                    }
+                    let a = attributes(py, &mut cache, &kvs, 0)?;
+                    let none = py.None().into_bound(py);
+                    c.scope_cls.bind(py).call1((
+                        string(py, n)?,
+                        if v.is_empty() { none.clone() } else { string(py, v)? },
+                        if sc_schema.is_empty() { none.clone() } else { sc_schema_str.clone() },
+                        if a.len() == 0 { none } else { a.into_any() },
+                    ))?
+                }
+            };
+            let origin = if keep {
+                let o = new_object(py, c, &c.origin_cls)?;
+                o.setattr("resource_key", (res_bytes.clone(), res_schema_str.clone()))?;
+                let sk = match sc {
+                    None => py.None().into_bound(py),
+                    Some(sb) => bytes(py, sb),
+                };
+                o.setattr("scope_key", (sk, sc_schema_str.clone()))?;
+                Some(o)
+            } else {
+                None
+            };
+            let mut s = Rd::new(se);
+            while s.more() {
+                let (f, wt) = s.tag()?;
+                if (f, wt) != (2, 2) {
+                    s.skip(wt)?;
+                    continue;
+                }
+                match span(py, c, &mut cache, &mut scratch, s.ld()?, &resource, &scope, origin.as_ref()) {
+                    Ok(o) => spans.append(o)?,
+                    Err(Fail::Problem(m)) => problems.append(m)?,
+                    Err(Fail::Py(e))
+                        if e.is_instance_of::<PyValueError>(py)
+                            || e.is_instance_of::<PyTypeError>(py)
+                            || e.is_instance_of::<PyOverflowError>(py) =>
+                    {
+                        problems.append(e.value(py).str()?)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(spans, problems)` of one serialized `ExportTraceServiceRequest` that upb parsed, as
+/// `proto_spans.spans_of_request(parsed(data), keep=keep)` gives them; `None` where that reader must read it.
+#[pyfunction]
+#[pyo3(signature = (data, keep = false))]
+fn spans_of_message<'py>(py: Python<'py>, data: &[u8], keep: bool) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let c = ctx(py)?;
+    let spans = PyList::empty(py);
+    let problems = PyList::empty(py);
+    match request(py, c, data, keep, &spans, &problems) {
+        Ok(()) => Ok(Some(PyTuple::new(py, [spans.into_any(), problems.into_any()])?)),
+        Err(Fail::Unmodelled) | Err(Fail::Problem(_)) => Ok(None),
+        Err(Fail::Py(e)) => Err(e),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(spans_of_message, m)?)
+}
