@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 mod proto;
+mod spans;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
