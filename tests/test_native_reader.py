@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from otel_agent_eval.otlp import proto_spans
+from otel_agent_eval.otlp import native, proto_spans
 from otel_agent_eval.otlp.json_spans import SpanProblem
 
 try:
@@ -32,11 +32,11 @@ except ImportError:  # the assertion below says how to build it
 def test_the_native_reader_is_built_and_in_use() -> None:
     assert _native is not None, ("the native reader is not built: install with a Rust toolchain (cargo) on PATH, "
                                  "`pip install -e .`")
-    assert proto_spans.NATIVE
+    assert native.NATIVE
 
 
 def test_it_can_be_turned_off() -> None:
-    code = "from otel_agent_eval.otlp import proto_spans; print(proto_spans.NATIVE)"
+    code = "from otel_agent_eval.otlp import native; print(native.NATIVE)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "OTEL_AGENT_EVAL_NATIVE": "0"}).stdout
     assert out.strip() == "False"

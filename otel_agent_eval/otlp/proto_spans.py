@@ -12,15 +12,12 @@ receiver can count a request's spans and refuse it before building any (`parsed`
 
 The native reader (`native/`, Rust, built by the install where a Rust toolchain is present) reads the
 same bytes into the same spans about five times faster; it runs only on bytes upb has parsed and hands
-back (None) what it does not model as upb does, which this module then reads. `OTEL_AGENT_EVAL_NATIVE=0`
-turns it off; `NATIVE` says whether it is in use.
+back (None) what it does not model as upb does, which this module then reads (`native.py`).
 
     >>> spans, problems = spans_of_message(data)
 """
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -31,10 +28,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.trace.span import DEFAULT_TRACE_OPTIONS, DEFAULT_TRACE_STATE
 
+from . import native
 from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, UNSET, SpanProblem
 from .messages import MessageSpan, Origin
 
-__all__ = ["NATIVE", "parsed", "span_count", "spans_of_message", "spans_of_request"]
+__all__ = ["parsed", "span_count", "spans_of_message", "spans_of_request"]
 
 _OK = Status(StatusCode.OK)  # immutable: shared, as UNSET is
 _ERROR = StatusCode.ERROR
@@ -46,19 +44,7 @@ _new_tuple = tuple.__new__
 _new = object.__new__
 
 
-def _native_reader() -> Callable[[bytes, bool], tuple[list[ReadableSpan], list[str]] | None] | None:
-    """The native `spans_of_message` when it was built and not turned off (`OTEL_AGENT_EVAL_NATIVE=0`)."""
-    if os.environ.get("OTEL_AGENT_EVAL_NATIVE", "").strip() == "0":
-        return None
-    try:
-        from ._native import spans_of_message as native
-    except ImportError:
-        return None
-    return native
-
-
-_native = _native_reader()
-NATIVE = _native is not None
+_native = native.reader("spans_of_message")
 
 
 def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
