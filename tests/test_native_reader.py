@@ -230,6 +230,19 @@ def test_an_any_value_whose_array_or_kvlist_repeats_is_handed_back(value: bytes)
     assert spans[0].attributes["k"] == proto_spans.spans_of_request(proto_spans.parsed(data))[0][0].attributes["k"]
 
 
+def test_a_span_whose_status_repeats_is_handed_back() -> None:
+    # upb merges the two statuses into one, so its re-serialized message differs from the bytes that came
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, name="s")
+    span.status.code = 2
+    message = span.SerializeToString() + _field(15, _field(2, b"boom"))
+    data = _field(1, _field(2, _field(2, message)))
+    assert _native.spans_of_message(data, True) is None
+    spans, _ = proto_spans.spans_of_message(data, keep=True)
+    assert spans[0].status.description == "boom"
+    assert spans[0]._message.count(b"boom") == 1  # one status, as upb writes it back
+
+
 def test_bytes_that_are_not_a_request_raise_the_python_readers_error() -> None:
     with pytest.raises(SpanProblem, match="not an OTLP ExportTraceServiceRequest"):
         proto_spans.spans_of_message(b"\x0a\x05abc")

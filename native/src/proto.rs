@@ -4,8 +4,8 @@
 //!
 //! It reads the wire format itself (zero-copy slices over the input) and is only called on bytes upb has already
 //! parsed, so the input is valid protobuf with valid UTF-8. What it does not model as upb does, it hands back
-//! (`None`): a singular sub-message written more than once (resource, scope, a KeyValue's value, an AnyValue's
-//! array or kvlist: protobuf merges those), and anything its reader refuses. A span's message is its bytes as they
+//! (`None`): a singular sub-message written more than once (resource, scope, a span's status, a KeyValue's value,
+//! an AnyValue's array or kvlist: protobuf merges those), and anything its reader refuses. A span's message is its bytes as they
 //! came (upb writes the same bytes back for the canonical encoding every OpenTelemetry SDK writes).
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -245,6 +245,7 @@ fn span<'a, 'py>(
             (9, 2) => kvs.push(r.ld()?),
             (11, 2) => events.push(r.ld()?),
             (13, 2) => links.push(r.ld()?),
+            (15, 2) if has_status => return Err(Fail::Unmodelled), // upb merges two into one: its bytes differ
             (15, 2) => {
                 has_status = true;
                 let mut s = Rd::new(r.ld()?);
@@ -390,63 +391,52 @@ fn span<'a, 'py>(
     with_dict(py, obj, &d)
 }
 
+/// The length-delimited values of field `number` in the message `b`, in order.
+fn repeated(b: &[u8], number: u64) -> R<Vec<&[u8]>> {
+    let mut out = Vec::new();
+    let mut r = Rd::new(b);
+    while r.more() {
+        match r.tag()? {
+            (f, 2) if f == number => out.push(r.ld()?),
+            (_, wt) => r.skip(wt)?,
+        }
+    }
+    Ok(out)
+}
+
+/// A `ResourceSpans`' or `ScopeSpans`' head: its resource or scope (field 1, a message, None when absent) and its
+/// schema URL (field 3). A second field 1 would merge into the first, which is not modelled.
+fn head(b: &[u8]) -> R<(Option<&[u8]>, &[u8])> {
+    let (mut message, mut schema): (Option<&[u8]>, &[u8]) = (None, b"");
+    let mut r = Rd::new(b);
+    while r.more() {
+        match r.tag()? {
+            (1, 2) if message.is_some() => return Err(Fail::Unmodelled),
+            (1, 2) => message = Some(r.ld()?),
+            (3, 2) => schema = r.ld()?,
+            (_, wt) => r.skip(wt)?,
+        }
+    }
+    Ok((message, schema))
+}
+
 fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans: &Bound<'py, PyList>, problems: &Bound<'py, PyList>) -> R<()> {
     let mut cache = Cache::new();
     let mut scratch: Vec<&'a [u8]> = Vec::new();
-    let mut top = Rd::new(data);
-    while top.more() {
-        let (f, wt) = top.tag()?;
-        if (f, wt) != (1, 2) {
-            top.skip(wt)?;
-            continue;
-        }
-        let entry = top.ld()?;
-        // pass 1: the resource and schema url, wherever they are
-        let (mut res, mut res_schema): (Option<&[u8]>, &[u8]) = (None, b"");
-        let mut r = Rd::new(entry);
-        while r.more() {
-            match r.tag()? {
-                (1, 2) if res.is_some() => return Err(Fail::Unmodelled), // a second resource merges into the first
-                (1, 2) => res = Some(r.ld()?),
-                (3, 2) => res_schema = r.ld()?,
-                (_, wt) => r.skip(wt)?,
-            }
-        }
-        let mut kvs: Vec<&[u8]> = Vec::new();
-        if let Some(rb) = res {
-            let mut r = Rd::new(rb);
-            while r.more() {
-                match r.tag()? {
-                    (1, 2) => kvs.push(r.ld()?),
-                    (_, wt) => r.skip(wt)?,
-                }
-            }
-        }
+    for entry in repeated(data, 1)? {
+        let (res, res_schema) = head(entry)?;
+        let kvs = match res {
+            Some(rb) => repeated(rb, 1)?,
+            None => Vec::new(),
+        };
         let res_schema_str = string(py, res_schema)?;
         let resource = c.resource_cls.bind(py).call1((
             attributes(py, &mut cache, &kvs, 0)?,
             if res_schema.is_empty() { py.None().into_bound(py) } else { res_schema_str.clone() },
         ))?;
         let res_bytes = bytes(py, res.unwrap_or(b""));
-        // pass 2: the scopes
-        let mut r = Rd::new(entry);
-        while r.more() {
-            let (f, wt) = r.tag()?;
-            if (f, wt) != (2, 2) {
-                r.skip(wt)?;
-                continue;
-            }
-            let se = r.ld()?;
-            let (mut sc, mut sc_schema): (Option<&[u8]>, &[u8]) = (None, b"");
-            let mut s = Rd::new(se);
-            while s.more() {
-                match s.tag()? {
-                    (1, 2) if sc.is_some() => return Err(Fail::Unmodelled), // a second scope merges into the first
-                    (1, 2) => sc = Some(s.ld()?),
-                    (3, 2) => sc_schema = s.ld()?,
-                    (_, wt) => s.skip(wt)?,
-                }
-            }
+        for se in repeated(entry, 2)? {
+            let (sc, sc_schema) = head(se)?;
             let sc_schema_str = string(py, sc_schema)?;
             let scope = match sc {
                 None => py.None().into_bound(py),
@@ -484,14 +474,8 @@ fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans:
             } else {
                 None
             };
-            let mut s = Rd::new(se);
-            while s.more() {
-                let (f, wt) = s.tag()?;
-                if (f, wt) != (2, 2) {
-                    s.skip(wt)?;
-                    continue;
-                }
-                match span(py, c, &mut cache, &mut scratch, s.ld()?, &resource, &scope, origin.as_ref()) {
+            for item in repeated(se, 2)? {
+                match span(py, c, &mut cache, &mut scratch, item, &resource, &scope, origin.as_ref()) {
                     Ok(o) => spans.append(o)?,
                     Err(Fail::Problem(m)) => problems.append(m)?,
                     Err(Fail::Py(e))
