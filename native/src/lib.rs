@@ -6,8 +6,10 @@ use pyo3::prelude::*;
 
 mod proto;
 mod spans;
+mod split;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    proto::register(m)
+    proto::register(m)?;
+    split::register(m)
 }

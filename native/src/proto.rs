@@ -21,18 +21,18 @@ const REMOTE: u32 = 0x300;
 // ------------------------------------------------------------------------------------------------
 // wire reader
 
-struct Rd<'a> {
+pub(crate) struct Rd<'a> {
     b: &'a [u8],
     p: usize,
 }
 
 impl<'a> Rd<'a> {
     #[inline(always)]
-    fn new(b: &'a [u8]) -> Self {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
         Rd { b, p: 0 }
     }
     #[inline(always)]
-    fn more(&self) -> bool {
+    pub(crate) fn more(&self) -> bool {
         self.p < self.b.len()
     }
     #[inline(always)]
@@ -53,7 +53,7 @@ impl<'a> Rd<'a> {
         }
     }
     #[inline(always)]
-    fn tag(&mut self) -> R<(u64, u8)> {
+    pub(crate) fn tag(&mut self) -> R<(u64, u8)> {
         let t = self.varint()?;
         if t >> 3 == 0 {
             return Err(Fail::Unmodelled);
@@ -61,7 +61,7 @@ impl<'a> Rd<'a> {
         Ok((t >> 3, (t & 7) as u8))
     }
     #[inline(always)]
-    fn ld(&mut self) -> R<&'a [u8]> {
+    pub(crate) fn ld(&mut self) -> R<&'a [u8]> {
         let n = self.varint()?;
         if n > (self.b.len() - self.p) as u64 {
             return Err(Fail::Unmodelled);
@@ -81,7 +81,7 @@ impl<'a> Rd<'a> {
         self.p += n;
         Ok(u64::from_le_bytes(v))
     }
-    fn skip(&mut self, wt: u8) -> R<()> {
+    pub(crate) fn skip(&mut self, wt: u8) -> R<()> {
         match wt {
             0 => self.varint().map(|_| ()),
             1 => self.fixed(8).map(|_| ()),
@@ -392,7 +392,7 @@ fn span<'a, 'py>(
 }
 
 /// The length-delimited values of field `number` in the message `b`, in order.
-fn repeated(b: &[u8], number: u64) -> R<Vec<&[u8]>> {
+pub(crate) fn repeated(b: &[u8], number: u64) -> R<Vec<&[u8]>> {
     let mut out = Vec::new();
     let mut r = Rd::new(b);
     while r.more() {
@@ -406,7 +406,7 @@ fn repeated(b: &[u8], number: u64) -> R<Vec<&[u8]>> {
 
 /// A `ResourceSpans`' or `ScopeSpans`' head: its resource or scope (field 1, a message, None when absent) and its
 /// schema URL (field 3). A second field 1 would merge into the first, which is not modelled.
-fn head(b: &[u8]) -> R<(Option<&[u8]>, &[u8])> {
+pub(crate) fn head(b: &[u8]) -> R<(Option<&[u8]>, &[u8])> {
     let (mut message, mut schema): (Option<&[u8]>, &[u8]) = (None, b"");
     let mut r = Rd::new(b);
     while r.more() {

@@ -2,7 +2,8 @@
 
 `serve --workers N` routes a span to worker `trace_id % N`. Splitting never builds SDK spans:
 protobuf is parsed by the generated message (upb, in C) and one `ExportTraceServiceRequest`
-per worker is built with the resource and scope of the spans it takes; JSON is read with
+per worker is built with the resource and scope of the spans it takes (by the native reader's
+`split_by_trace` from the same bytes when it is in use: the same requests, framed from the spans' bytes); JSON is read with
 orjson and written back per worker. The worker decodes its part with the same readers as a
 single process (`payload.py`), so a span reads the same either way, and a span that cannot
 be read is reported by the worker in the same words. Whatever cannot be routed (an id that
@@ -24,6 +25,7 @@ import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ..otlp import native
 from ..otlp.json_spans import _get, _resource, _scope, otlp_id
 from .payload import PROTOBUF, PayloadError
 
@@ -61,6 +63,13 @@ def split_protobuf(data: bytes, workers: int, room: Callable[[list[int]], bool] 
         raise PayloadError(f"not an OTLP ExportTraceServiceRequest ({exc})") from None
     except RecursionError:
         raise PayloadError("not an OTLP ExportTraceServiceRequest (nested too deeply)") from None
+    if _native_split is not None:  # the same parts from the bytes upb has just parsed (None: not modelled there)
+        counts = _native_counts(data, workers)
+        if counts is not None:
+            _check(room, counts)
+            parts = _native_split(data, workers)
+            if parts is not None:
+                return parts
     routes: list[list[list[int]]] = []  # per resource, per scope: each span's worker
     counts = [0] * workers
     for entry in request.resource_spans:
@@ -95,6 +104,9 @@ def split_protobuf(data: bytes, workers: int, room: Callable[[list[int]], bool] 
                     target.schema_url = scope_entry.schema_url
                 target.spans.append(span)
     return [(w, out[w].SerializeToString(), counts[w]) for w in used]
+
+
+_native_counts, _native_split = native.reader("spans_per_worker"), native.reader("split_by_trace")
 
 
 def _worker_of_bytes(trace_id: bytes, workers: int) -> int:
