@@ -1,5 +1,5 @@
-//! One OTLP protobuf `ExportTraceServiceRequest` into one request per worker by trace id, as `serve/split.py`
-//! builds them with upb (`serve --workers`): a span goes to worker `trace_id % workers` (0 when its id is not 16
+//! One OTLP protobuf `ExportTraceServiceRequest` into one request per worker by trace id, as the Python
+//! `split_protobuf` builds them with upb (`serve --workers`): a span goes to worker `trace_id % workers` (0 when its id is not 16
 //! bytes), each worker's request keeps the resource and scope of its spans and their schema URLs, and nothing else.
 //!
 //! Called only on bytes upb has parsed. The parts are spans' bytes as they came, framed anew: they parse to the
@@ -93,47 +93,39 @@ fn part(entries: &[Entry<'_>], w: usize) -> Vec<u8> {
     request
 }
 
-/// The spans per worker of a parsed request, counted without building a part (the admission check); `None` where
-/// `split.py` must read it.
-#[pyfunction]
-fn spans_per_worker(data: &[u8], workers: usize) -> Option<Vec<usize>> {
-    let entries = routed(data, workers.max(1)).ok()?;
-    let mut counts = vec![0; workers.max(1)];
-    for (_, scopes) in &entries {
+/// How many spans each of `workers` gets.
+fn counts(entries: &[Entry<'_>], workers: usize) -> Vec<usize> {
+    let mut counts = vec![0; workers];
+    for (_, scopes) in entries {
         for scope in scopes {
             for (_, w) in &scope.spans {
                 counts[*w] += 1;
             }
         }
     }
-    Some(counts)
+    counts
+}
+
+/// The spans per worker of a parsed request, counted without building a part (the admission check); `None` where
+/// `split_protobuf` must read it.
+#[pyfunction]
+fn spans_per_worker(data: &[u8], workers: usize) -> Option<Vec<usize>> {
+    let workers = workers.max(1);
+    Some(counts(&routed(data, workers).ok()?, workers))
 }
 
 /// `[(worker, request bytes, spans)]` for each worker that gets spans, as `split.split_protobuf` gives them
-/// (`None` where it must split the request itself).
+/// (`None` where it must split the request itself). A request whose spans all go to one worker goes as it came.
 #[pyfunction]
 fn split_by_trace<'py>(py: Python<'py>, data: &[u8], workers: usize) -> PyResult<Option<Bound<'py, PyList>>> {
-    let Ok(entries) = routed(data, workers.max(1)) else { return Ok(None) };
-    let mut counts = vec![0usize; workers.max(1)];
-    for (_, scopes) in &entries {
-        for scope in scopes {
-            for (_, w) in &scope.spans {
-                counts[*w] += 1;
-            }
-        }
-    }
-    let used: Vec<usize> = (0..counts.len()).filter(|w| counts[*w] > 0).collect();
+    let workers = workers.max(1);
+    let Ok(entries) = routed(data, workers) else { return Ok(None) };
+    let counts = counts(&entries, workers);
+    let used: Vec<usize> = (0..workers).filter(|w| counts[*w] > 0).collect();
     let out = PyList::empty(py);
-    if used.len() <= 1 {
-        for w in used {
-            out.append(PyTuple::new(py, [w.into_pyobject(py)?.into_any(), PyBytes::new(py, data).into_any(),
-                                         counts[w].into_pyobject(py)?.into_any()])?)?;
-        }
-        return Ok(Some(out));
-    }
-    for w in used {
-        let bytes = PyBytes::new(py, &part(&entries, w)).into_any();
-        out.append(PyTuple::new(py, [w.into_pyobject(py)?.into_any(), bytes, counts[w].into_pyobject(py)?.into_any()])?)?;
+    for &w in &used {
+        let body = if used.len() == 1 { PyBytes::new(py, data) } else { PyBytes::new(py, &part(&entries, w)) };
+        out.append(PyTuple::new(py, [w.into_pyobject(py)?.into_any(), body.into_any(), counts[w].into_pyobject(py)?.into_any()])?)?;
     }
     Ok(Some(out))
 }
