@@ -40,7 +40,7 @@ from .recorded import FileProblem, PathArg, ReadStats, RecordedSpans
 from .report import Report, ReportBuilder
 
 __all__ = ["CLOCK_SKEW_NS", "DEFAULT_REORDER_SPANS", "Deduplicator", "RecordedClock", "agent_start_reader", "fewer_collections",
-           "in_replay_order", "replay_events", "score_traces"]
+           "first_copies", "in_replay_order", "replay_events", "score_traces"]
 
 DEFAULT_REORDER_SPANS = 10_000
 DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
@@ -90,14 +90,13 @@ def score_traces(
         pipeline.sink = NoSink()
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
     is_typed, advance = pipeline.is_typed, clock.advance
-    deduplicated = map(Deduplicator(spans.stats), spans.batches())
 
     def agent_at(attrs: Mapping[str, Any], span: ReadableSpan) -> str | None:
         return agent_at_start(attrs, span._name, is_typed(attrs))  # (the `name` property is a Python call)
 
     # Hot: one pass per span and per agent start
     with fewer_collections():
-        for event in replay_events(chain.from_iterable(deduplicated), agent_at, reorder_spans):
+        for event in replay_events(first_copies(spans), agent_at, reorder_spans):
             span, agent, facts = event[4], event[5], event[6]
             if agent is None:
                 advance(facts.end_ns)
@@ -111,6 +110,11 @@ def score_traces(
     pipeline.close_all()
     metrics.close()  # its series stay readable in `registry` until another scorer takes it over
     return builder.build(spans.stats)
+
+
+def first_copies(spans: RecordedSpans) -> Iterator[ReadableSpan]:
+    """The recorded spans in file order, repeats dropped (counted in `spans.stats`): what a replay reads."""
+    return chain.from_iterable(map(Deduplicator(spans.stats), spans.batches()))
 
 
 @contextmanager

@@ -114,10 +114,8 @@ def score_child(path: str) -> None:
 def read_child(path: str) -> None:
     """In the fresh process: score's reading alone (lines decoded, spans built, repeats dropped, put in replay
     order), nothing evaluated; prints one JSON line with its CPU seconds."""
-    from itertools import chain
-
     from ...offline.recorded import RecordedSpans
-    from ...offline.score import DEFAULT_REORDER_SPANS, Deduplicator, agent_start_reader, fewer_collections, replay_events
+    from ...offline.score import DEFAULT_REORDER_SPANS, agent_start_reader, fewer_collections, first_copies, replay_events
     from ...otel.wiring import build_pipeline
 
     pipeline, _ = build_pipeline(registry=None, sees_starts=False)  # what names an agent at its start
@@ -125,8 +123,7 @@ def read_child(path: str) -> None:
     cpu = time.process_time()
     spans = RecordedSpans(path)
     with fewer_collections():
-        for _ in replay_events(chain.from_iterable(map(Deduplicator(spans.stats), spans.batches())), at,
-                               DEFAULT_REORDER_SPANS):
+        for _ in replay_events(first_copies(spans), at, DEFAULT_REORDER_SPANS):
             pass
     print(json.dumps({"spans": spans.stats.spans, "cpu_s": time.process_time() - cpu}))
 
