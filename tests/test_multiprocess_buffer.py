@@ -76,3 +76,46 @@ def test_buffered_mirror_writes_what_the_unbuffered_one_writes(tmp_path):
     assert any(name.endswith("_bucket") for name, _ in got)
     for key, value in expected.items():  # counts exactly; sums added in another order, to the last bits
         assert math.isclose(got[key], value, rel_tol=1e-9, abs_tol=1e-12), key
+
+
+def _otlp(collect) -> list:
+    """Every OTLP point of `collect`'s families, as comparable text, each family's points sorted."""
+    from otel_agent_eval.metrics.otlp import OtlpMetrics
+
+    out = []
+    for metric in OtlpMetrics(collect, histograms="explicit").metrics():
+        points = sorted(repr((sorted(p.attributes.items()), getattr(p, "value", None), getattr(p, "count", None),
+                              getattr(p, "sum", None), list(getattr(p, "bucket_counts", ()) or ()),
+                              list(getattr(p, "explicit_bounds", ()) or ()))) for p in metric.data.data_points)
+        out.append((metric.name, metric.unit, type(metric.data).__name__, points))
+    return sorted(out)
+
+
+def test_file_sums_serve_what_prometheus_client_sums(tmp_path):
+    """`FileSums` (what `serve --workers` and the multiprocess registry read the files with) gives the series
+    prometheus-client's collector gives, on the files of two processes, in a scrape and over OTLP, collection after
+    collection (its parsed keys are kept)."""
+    from prometheus_client.exposition import generate_latest
+
+    from otel_agent_eval.metrics.families import BucketFamily
+    from otel_agent_eval.metrics.multiprocess import FileSums
+
+    directory = tmp_path / "both"
+    directory.mkdir()
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "OTEL_AGENT_EVAL_CATALOG": ""}
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    MultiProcessCollector(theirs, path=str(directory))
+    sums = FileSums(ours, path=str(directory))
+    for mode in ("plain", "buffered"):  # a second process adds its own files to the same series
+        run = subprocess.run([sys.executable, str(app), mode, str(directory)], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr
+        for _ in range(2):
+            families = list(sums.collect())
+            assert any(isinstance(f, BucketFamily) and f.points for f in families)
+            assert sorted(generate_latest(ours).decode().splitlines()) == sorted(generate_latest(theirs).decode().splitlines())
+            assert _otlp(sums.collect) == _otlp(lambda: MultiProcessCollector.merge(
+                [str(p) for p in directory.glob("*.db")]))
+    assert len(list(directory.glob("histogram_*.db"))) == 2

@@ -27,7 +27,7 @@ from ..core.runs import AGENT_RUN
 from ..core.scoring import CallScore, StaticScore
 from . import budget as b
 from . import names as n
-from .families import catalog_families, family, label_text, le_buckets
+from .families import catalog_families, family, label_text
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .multiprocess import MultiprocessMirror, multiprocess_dir
 from .window import SlidingQuantiles
@@ -505,7 +505,7 @@ class EvalMetrics:
             for optimal, usd in by_excess_cost.items():
                 excess_cost.add_metric([tool, agent, optimal], usd)
             for (profile, dimension), counts in score_counts.items():
-                scores.add_metric([tool, agent, profile, dimension], le_buckets(n.SCORE_BUCKETS, counts), score_sums[(profile, dimension)])
+                scores.add_counts([tool, agent, profile, dimension], n.SCORE_BUCKETS, counts, score_sums[(profile, dimension)])
             excess_latency.add_metric([tool, agent], excess_latency_s)
             slo.add_metric([tool, agent], slo_violations)
             labels = {n.TOOL: tool, n.AGENT: agent}
@@ -514,7 +514,7 @@ class EvalMetrics:
             latency.add_sample(n.TOOL_LATENCY.name + "_count", labels, snap.total_count)
             latency.add_sample(n.TOOL_LATENCY.name + "_sum", labels, snap.total_sum)
         for (tool, tool_type, error_type), hist in durations:
-            duration.add_metric([tool, tool_type, error_type], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+            duration.add_counts([tool, tool_type, error_type], hist.bounds, hist.counts, hist.sum, hist.exemplars)
         yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
@@ -545,7 +545,7 @@ def _run_families(runs: list[tuple[tuple[str, str], _RunSeries]]) -> Iterator[Me
         for field, hist_family in histograms.items():
             hist = getattr(series, field)
             if hist.count:
-                hist_family.add_metric([agent, task], le_buckets(hist.bounds, hist.counts, hist.exemplars), hist.sum)
+                hist_family.add_counts([agent, task], hist.bounds, hist.counts, hist.sum, hist.exemplars)
         for tool, count in series.redundant.items():
             redundant.add_metric([agent, task, tool], count)
         for tool, count in series.spurious.items():

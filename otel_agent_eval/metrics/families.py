@@ -2,17 +2,58 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.samples import Exemplar
+from prometheus_client.samples import Exemplar, Sample
 
 from ..config.catalog import Catalog
 from . import names as n
 
 MAX_LABEL_CHARS = 256
-_KINDS = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
+# (label values, upper bounds with +Inf last, count per bucket (not cumulative), sum, exemplar per bucket or None)
+Point = tuple[tuple[str, ...], Sequence[float], Sequence[float], float, Sequence[Any] | None]
+
+
+class BucketFamily(HistogramMetricFamily):
+    """A histogram family that keeps each series as its bucket counts (`points`), which an OTLP reader takes as they
+    are (`metrics/otlp.py`); the Prometheus samples, a `le` bucket each, are made only when read (a scrape). Making
+    them for every OTLP collection, to parse them back, was most of its cost (issue 27)."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
+        self.points: list[Point] = []
+        self._made = 0
+        super().__init__(name, documentation, labels=labels)
+
+    def add_counts(self, labels: Sequence[str], bounds: Sequence[float], counts: Sequence[float], sum_value: float,
+                   exemplars: Sequence[Any] | None = None) -> None:
+        self.points.append((tuple(labels), bounds, counts, sum_value, exemplars))
+
+    def add_metric(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{self.name}: a BucketFamily takes counts (add_counts), not le buckets")
+
+    @property  # type: ignore[override]
+    def samples(self) -> list[Sample]:
+        """HistogramMetricFamily's samples of every point: per bucket, then the count and the sum."""
+        made, names = self._samples, self._labelnames
+        for labels, bounds, counts, total, exemplars in self.points[self._made:]:
+            base = dict(zip(names, labels))
+            for le, cumulative, *exemplar in le_buckets(bounds, counts, exemplars):  # type: ignore[arg-type]
+                made.append(Sample(self.name + "_bucket", {**base, "le": le}, cumulative, None,
+                                   exemplar[0] if exemplar else None))
+            if not bounds or bounds[0] >= 0:  # as HistogramMetricFamily: no count and sum with negative buckets
+                made.append(Sample(self.name + "_count", base, sum(counts), None))
+                made.append(Sample(self.name + "_sum", dict(base), total, None))
+        self._made = len(self.points)
+        return made
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        self._samples = value
+
+
+_KINDS = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": BucketFamily}
 
 
 def family(spec: n.Spec, **fmt: Any) -> Metric:
@@ -23,7 +64,7 @@ def family(spec: n.Spec, **fmt: Any) -> Metric:
     return _KINDS[spec.kind](spec.name, doc, labels=list(spec.labels))
 
 
-def le_buckets(bounds: tuple[float, ...], counts: list[int], exemplars: list[Any] | None = None) -> list[tuple[Any, ...]]:
+def le_buckets(bounds: Sequence[float], counts: Sequence[float], exemplars: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
     """Cumulative `le` buckets, with a trace-id exemplar where one was kept."""
     out: list[tuple[Any, ...]] = []
     total = 0

@@ -44,6 +44,7 @@ from opentelemetry.sdk.metrics.export import (
 from prometheus_client.metrics_core import Metric as Family
 
 from . import names as n
+from .families import BucketFamily
 from .histogram import exponential_layout
 
 __all__ = ["EXPLICIT", "EXPONENTIAL", "HISTOGRAMS", "OtlpMetrics", "otel_name"]
@@ -127,21 +128,10 @@ class OtlpMetrics:
 
     def _histogram(self, family: Family, temporality: AggregationTemporality, previous: dict[Series, Any],
                    now: int) -> Histogram | ExponentialHistogram | None:
-        series: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-        for sample in family.samples:
-            suffix = sample.name[len(family.name):]
-            if suffix == "_bucket":
-                labels = {k: v for k, v in sample.labels.items() if k != "le"}
-                series.setdefault(_key(labels), {"buckets": []})["buckets"].append((float(sample.labels["le"]), sample.value))
-            elif suffix in ("_sum", "_count"):
-                series.setdefault(_key(sample.labels), {"buckets": []})[suffix[1:]] = sample.value
+        series = _counted(family) if isinstance(family, BucketFamily) else _sampled(family)
         points: list[Any] = []
         exponential = None
-        for labels, parts in series.items():
-            bounds = tuple(b for b, _ in parts["buckets"])
-            cumulative = [int(c) for _, c in parts["buckets"]]
-            counts = [c - b for c, b in zip(cumulative, [0, *cumulative[:-1]])]
-            total, count = parts.get("sum", 0.0), int(parts.get("count", cumulative[-1] if cumulative else 0))
+        for labels, bounds, counts, total, count in series:
             key = (family.name, labels)
             self._previous[key] = (counts, total, count)
             if temporality is DELTA:
@@ -166,6 +156,40 @@ class OtlpMetrics:
             return None
         kind = ExponentialHistogram if exponential else Histogram
         return kind(data_points=points, aggregation_temporality=temporality)
+
+
+# One histogram series: sorted labels, upper bounds (+Inf last), count per bucket, sum, count.
+_Counts = tuple[tuple[tuple[str, str], ...], tuple[float, ...], list[int], float, int]
+
+
+def _counted(family: BucketFamily) -> list[_Counts]:
+    """The series of a `BucketFamily`, from its counts."""
+    out = []
+    for values, bounds, counts, total, _ in family.points:
+        whole = [int(c) for c in counts]
+        negative = bool(bounds) and bounds[0] < 0  # as its samples: no count and sum then
+        out.append((_key(dict(zip(family._labelnames, values))), tuple(bounds), whole, 0.0 if negative else total,
+                    sum(whole)))
+    return out
+
+
+def _sampled(family: Family) -> list[_Counts]:
+    """The series of any other histogram family, from its `le` bucket, count and sum samples."""
+    series: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    for sample in family.samples:
+        suffix = sample.name[len(family.name):]
+        if suffix == "_bucket":
+            labels = {k: v for k, v in sample.labels.items() if k != "le"}
+            series.setdefault(_key(labels), {"buckets": []})["buckets"].append((float(sample.labels["le"]), sample.value))
+        elif suffix in ("_sum", "_count"):
+            series.setdefault(_key(sample.labels), {"buckets": []})[suffix[1:]] = sample.value
+    out = []
+    for labels, parts in series.items():
+        cumulative = [int(c) for _, c in parts["buckets"]]
+        out.append((labels, tuple(b for b, _ in parts["buckets"]),
+                    [c - b for c, b in zip(cumulative, [0, *cumulative[:-1]])], parts.get("sum", 0.0),
+                    int(parts.get("count", cumulative[-1] if cumulative else 0))))
+    return out
 
 
 _BUILDERS: dict[str, Callable[..., Any]] = {

@@ -13,7 +13,7 @@ admitted only if every worker it touches has room (`queue_spans / N` each), else
 request is refused with a retryable answer (429 / RESOURCE_EXHAUSTED) and counted refused.
 
 `/metrics` here is the workers' series summed from prometheus-client's multiprocess files
-(`MultiProcessCollector`, in a directory this process makes and removes), plus this process's
+(`metrics/multiprocess.py`'s `FileSums`, in a directory this process makes and removes), plus this process's
 own `agent_eval_serve_*` series, the catalog gauges and the processor's gauges summed over
 workers. Not served with workers: the sliding-window quantiles of
 `agent_eval_tool_latency_seconds` (they cannot be added; `histogram_quantile` over
@@ -50,6 +50,7 @@ from ..config.catalog import Catalog, PathLike, load_catalog
 from ..config.settings import Settings
 from ..metrics import names as n
 from ..metrics.families import catalog_families, family
+from ..metrics.multiprocess import FileSums
 from ..otel.wiring import resolve
 from .payload import PROTOBUF, PayloadError, checked_body
 from .receive import FULL, STOPPING, Answer, Receiving
@@ -467,8 +468,6 @@ class WorkerService(Listening):
 
     def __init__(self, config: ServeConfig = ServeConfig(), *, workers: int, settings: Settings | None = None,
                  catalog: Catalog | PathLike | None = None, log_level: str = "INFO") -> None:
-        from prometheus_client.multiprocess import MultiProcessCollector
-
         self.config = config
         settings = settings or Settings.from_env()
         loaded: Catalog = resolve(settings, catalog=catalog)["catalog"]
@@ -495,7 +494,7 @@ class WorkerService(Listening):
         }
         self.registry.register(_MainFamilies(self))
         self.registry.register(self.serve_metrics)
-        MultiProcessCollector(self.registry, path=self.pool.directory)
+        FileSums(self.registry, path=self.pool.directory)
         super().__init__()
         self._settings = settings
 
