@@ -194,7 +194,8 @@ _static_attributes: dict[int, tuple[Any, bytes]] = {}  # by the enricher's catal
 
 def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
     """Attributes as `KeyValue` fields under `tag`, as the SDK's encoder writes them; None if one cannot be.
-    Cached by key, then value (most of ours repeat), its type checked on a hit: 1, 1.0 and True are equal keys."""
+    Cached by key, then value (most of ours repeat), its type checked on a hit: 1, 1.0 and True are equal keys. Only
+    scalars whose equal values have equal bytes are cached: not 0.0 (equal to -0.0), nor a tuple ((1,) equals (1.0,))."""
     by_key = _fields[tag]
     parts = []
     for key, value in items:
@@ -205,19 +206,20 @@ def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
             hit = values.get(value)
         except TypeError:  # unhashable: a list or dict value
             hit = values = None
-        if hit is not None and hit[0] is type(value):
+        kind = type(value)
+        if hit is not None and hit[0] is kind:
             parts.append(hit[1])
             continue
         kv = _kv_bytes(key, value)
         if kv is None:
             return None
         field = _field(tag, kv)
-        if values is not None:
+        if values is not None and kind in _CACHED_TYPES and (value or kind is not float):
             if _cached[0] >= _CACHE_LIMIT:
                 for cache in _fields.values():
                     cache.clear()
                 _cached[0] = 0
-            values[value] = (type(value), field)
+            values[value] = (kind, field)
             _cached[0] += 1
         parts.append(field)
     return b"".join(parts)
@@ -225,6 +227,7 @@ def _fields_of(tag: bytes, items: Iterable[tuple[str, Any]]) -> bytes | None:
 
 _fields: dict[bytes, dict[str, dict[Any, tuple[type, bytes]]]] = {b"\x4a": {}, b"\x1a": {}}  # Span, Event attributes
 _cached = [0]  # values cached in _fields
+_CACHED_TYPES = (str, int, bool, float)
 
 
 def _kv_bytes(key: str, value: Any) -> bytes | None:
