@@ -93,6 +93,26 @@ impl<'a> Rd<'a> {
 }
 
 // ------------------------------------------------------------------------------------------------
+// wire writer
+
+#[inline(always)]
+pub(crate) fn varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7F) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// A length-delimited field: its tag, the length as a varint, the bytes.
+#[inline(always)]
+pub(crate) fn field(out: &mut Vec<u8>, tag: u8, data: &[u8]) {
+    out.push(tag);
+    varint(out, data.len() as u64);
+    out.extend_from_slice(data);
+}
+
+// ------------------------------------------------------------------------------------------------
 // attributes
 
 /// Adds the KeyValue in `b` to `out` as `attributes()` does; empty values are dropped.
