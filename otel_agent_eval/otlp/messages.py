@@ -20,8 +20,8 @@ only appended (`EnrichedSpan._appended`: the original's counts and the catalog-f
 written once per score) is written without comparing it with its original; any other copy is
 compared field by field. Any other span, or a copy that
 changed anything else (a replaced attribute value, a redacted name), is encoded by the SDK as before.
-Where the native part is built, `request_of` writes the same bytes in Rust (`native/src/write.rs`, ~1 us a span
-where this takes 6-8), handing back to `_written_request` what it does not model (`tests/test_native_writer.py`).
+Where the native part is built, `request_of` writes the same bytes in Rust (`native/src/write.rs`, about 1 us a
+span where this takes 7-8), handing back to `_written_request` what it does not model (`tests/test_native_writer.py`).
 
     >>> spans, problems = spans_of_message(data, keep=True)   # proto_spans.py
     >>> body = request_of(forwarded)                          # bytes of an ExportTraceServiceRequest
