@@ -296,6 +296,12 @@ def test_an_attribute_the_sdk_cannot_encode_is_left_to_it(value: Any) -> None:
     assert messages._kv_bytes("k", value) is None  # the span then goes through the SDK's encoder, which logs it
 
 
+@pytest.mark.parametrize(("first", "then"), [(0.0, -0.0), (-0.0, 0.0), ((1,), (1.0,)), ((1,), (True,)), (1, 1.0)])
+def test_an_attribute_equal_to_one_written_before_is_written_as_it_is(first: Any, then: Any) -> None:
+    messages._fields_of(b"\x4a", [("cached.k", first)])
+    assert messages._fields_of(b"\x4a", [("cached.k", then)]) == messages._field(b"\x4a", messages._kv_bytes("cached.k", then))
+
+
 def test_the_enrichers_copies_say_what_they_appended_and_no_other_copy_does() -> None:
     from otel_agent_eval.core.enrich import EnrichedSpan
 

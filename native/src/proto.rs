@@ -93,6 +93,55 @@ impl<'a> Rd<'a> {
 }
 
 // ------------------------------------------------------------------------------------------------
+// wire writer
+
+/// Where the wire writer writes: a growing `Vec`, or a buffer sized beforehand.
+pub(crate) trait Out {
+    fn put(&mut self, b: &[u8]);
+    fn byte(&mut self, b: u8);
+}
+
+impl Out for Vec<u8> {
+    #[inline(always)]
+    fn put(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.push(b);
+    }
+}
+
+#[inline(always)]
+pub(crate) fn varint(out: &mut impl Out, mut n: u64) {
+    while n >= 0x80 {
+        out.byte((n as u8 & 0x7F) | 0x80);
+        n >>= 7;
+    }
+    out.byte(n as u8);
+}
+
+/// A length-delimited field: its tag, the length as a varint, the bytes.
+#[inline(always)]
+pub(crate) fn field(out: &mut impl Out, tag: u8, data: &[u8]) {
+    out.byte(tag);
+    varint(out, data.len() as u64);
+    out.put(data);
+}
+
+/// The size of `field(_, _, data)` for `n` bytes of data.
+#[inline(always)]
+pub(crate) fn field_len(n: usize) -> usize {
+    let mut size = 2;
+    let mut m = n >> 7;
+    while m > 0 {
+        size += 1;
+        m >>= 7;
+    }
+    size + n
+}
+
+// ------------------------------------------------------------------------------------------------
 // attributes
 
 /// Adds the KeyValue in `b` to `out` as `attributes()` does; empty values are dropped.

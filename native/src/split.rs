@@ -8,7 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use crate::proto::{head, repeated, Rd};
+use crate::proto::{field, head, repeated, Rd};
 use crate::spans::R;
 
 /// The spans of one `ScopeSpans`, and each one's worker.
@@ -46,17 +46,6 @@ fn routed(data: &[u8], workers: usize) -> R<Vec<Entry<'_>>> {
         out.push((head(entry)?, scopes));
     }
     Ok(out)
-}
-
-fn field(out: &mut Vec<u8>, tag: u8, data: &[u8]) {
-    out.push(tag);
-    let mut n = data.len();
-    while n >= 0x80 {
-        out.push((n as u8 & 0x7F) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-    out.extend_from_slice(data);
 }
 
 /// Worker `w`'s request: its spans under their resources and scopes, as upb's `split_protobuf` writes it.
