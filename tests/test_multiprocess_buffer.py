@@ -37,7 +37,7 @@ APP = textwrap.dedent('''
     for i, span in enumerate(spans):
         pipeline.ended(span)
         if buffered and i == len(spans) // 2:
-            mirror.flush()
+            mirror.flush(metrics)
     pipeline.close_all()
 
     def calls():
@@ -47,7 +47,7 @@ APP = textwrap.dedent('''
 
     before = calls()
     mirror.flush_tallies(metrics)
-    mirror.flush()
+    mirror.flush(metrics)
     print(json.dumps({"before_flush": before, "after_flush": calls()}))
 ''')
 

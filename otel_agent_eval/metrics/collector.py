@@ -454,6 +454,10 @@ class EvalMetrics:
                 self.before_collect()
             except Exception:  # noqa: BLE001 - a scrape shows what there is
                 pass
+        return self.families()
+
+    def families(self) -> Iterator[Metric]:
+        """Every family as it stands now (what `collect` gives after its `before_collect`)."""
         with self._lock:
             tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations)
                      for s in self._series.values()]

@@ -2,8 +2,8 @@
 
 When `PROMETHEUS_MULTIPROC_DIR` is set (before prometheus_client is imported, as its docs
 require), each process also mirrors its counts into prometheus-client metrics backed by
-files in that directory, and `multiprocess_registry()` serves their sum with
-`MultiProcessCollector`, plus the catalog gauges. `agent_eval_catalog_fallback` is a file-backed gauge too
+files in that directory, and `multiprocess_registry()` serves their sum with `FileSums`
+(prometheus-client's `MultiProcessCollector`, made for frequent collections), plus the catalog gauges. `agent_eval_catalog_fallback` is a file-backed gauge too
 (`livemax`: 1 while any live process scores with the packaged catalog instead of the configured one; a
 process that ends must be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in
 gunicorn's `child_exit`, as prometheus-client's docs say for every live gauge).
@@ -14,9 +14,10 @@ histograms, the self-metrics). Not merged: the sliding-window quantiles of
 `agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
 Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators (each update
-takes a lock and writes the file); `buffer()` sums the updates in memory until `flush()` instead, which
-a `serve --workers` worker does when its parent is about to read the files, every second and at stop:
-writing the files on each update took about 30 % of a worker's CPU, once a batch still about 14 %.
+takes a lock and writes the file). After `buffer()` nothing is written on an update: `flush(metrics)` writes
+the series of the in-process accumulators as they stand, which a `serve --workers` worker does when its
+parent is about to read the files, every second and at stop (writing on each update took about 30 % of a
+worker's CPU; summing the updates apart from the accumulators until a flush, 10 %).
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ import glob
 import json
 import os
 import threading
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +161,7 @@ def _metric(spec: n.Spec) -> Any:
 
 class MultiprocessMirror:
     """The same series as `EvalMetrics`, written through prometheus-client's file-backed values: on each update, or,
-    after `buffer()`, summed per series until `flush()`."""
+    after `buffer()`, nothing until `flush(metrics)` writes what `metrics` holds then."""
 
     def __init__(self) -> None:
         self.calls, self.cost, self.excess_cost = _metric(n.TOOL_CALLS), _metric(n.TOOL_COST), _metric(n.TOOL_EXCESS_COST)
@@ -178,58 +178,52 @@ class MultiprocessMirror:
         self._flushed = {"spans_seen": 0, "spans_ignored": 0}
         self._fallback: Any = None  # made on first use: a process that never fell back (a serve worker) writes no file
         self._lock = threading.Lock()
-        self._added: dict[tuple[Any, tuple[str, ...]], float] | None = None  # buffered: counter increments per series
-        self._observed: dict[tuple[Any, tuple[str, ...]], list[float]] = {}  # buffered: sum, then bucket counts
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}  # each series' prometheus-client child, once looked up
+        self.buffered = False
+        self._by_name = {m._name: m for m in (*vars(self).values(), *self.self_counters.values())
+                         if isinstance(m, (Counter, Histogram))}
+        self._written: dict[tuple[str, tuple[str, ...]], Any] = {}  # buffered: each series' value as last written
 
     def buffer(self) -> None:
-        """From now on, sum updates in memory and write them on `flush()` (whoever calls this must call that)."""
-        with self._lock:
-            if self._added is None:
-                self._added = {}
+        """From now on, write nothing on an update: `flush(metrics)` writes each series as `metrics` holds it then
+        (whoever calls this must call that). A serve worker does, when its parent is about to read the files: writing
+        them on each update took about 30 % of a worker's CPU, summing the updates apart from `metrics` until then 10 %."""
+        self.buffered = True
 
-    def flush(self) -> None:
-        """Write the buffered updates to the files, as `inc` and `observe` would have one by one."""
+    def flush(self, metrics: Any) -> None:
+        """Buffered: write every series of `metrics` (the `EvalMetrics` this mirrors) that changed since the last flush,
+        as this process's value in its files (its counts since it started, as the unbuffered writes would sum to)."""
+        if not self.buffered:
+            return
+        written, by_name = self._written, self._by_name
         with self._lock:
-            added, observed = self._added, self._observed
-            if not added and not observed:
-                return
-            self._added, self._observed = {}, {}
-        children = self._children
-        for key, amount in added.items():
-            child = children.get(key)
-            if child is None:
-                metric, labels = key
-                child = children[key] = metric.labels(*labels) if labels else metric
-            child.inc(amount)
-        for key, sums in observed.items():
-            child = children.get(key)
-            if child is None:
-                child = children[key] = key[0].labels(*key[1])
-            child._sum.inc(sums[0])  # prometheus-client's own values: the sum, then one count per bucket
-            for bucket, count in zip(child._buckets, sums[1:]):
-                if count:
-                    bucket.inc(count)
+            for family in metrics.families():
+                metric = by_name.get(family.name)
+                if metric is None:  # not summed across processes (quantiles, gauges, runs closed early)
+                    continue
+                if isinstance(family, BucketFamily):
+                    for values, _, counts, total, _ in family.points:
+                        key, now = (family.name, values), (tuple(counts), total)
+                        if written.get(key) != now:
+                            child = metric.labels(*values)
+                            child._sum.set(total)  # prometheus-client's own values: the sum, one count per bucket
+                            for value, count in zip(child._buckets, counts):
+                                value.set(count)
+                            written[key] = now
+                    continue
+                names = metric._labelnames
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        values = tuple(sample.labels[name] for name in names)
+                        key = (family.name, values)
+                        if written.get(key) != sample.value:
+                            (metric.labels(*values) if values else metric)._value.set(sample.value)
+                            written[key] = sample.value
 
     def _inc(self, metric: Any, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        added = self._added
-        if added is None:
-            (metric.labels(*labels) if labels else metric).inc(amount)
-        else:
-            key = (metric, labels)
-            added[key] = added.get(key, 0.0) + amount
+        (metric.labels(*labels) if labels else metric).inc(amount)
 
     def _observe(self, metric: Any, labels: tuple[str, ...], value: float) -> None:
-        if self._added is None:
-            metric.labels(*labels).observe(value)
-            return
-        key = (metric, labels)
-        sums = self._observed.get(key)
-        if sums is None:
-            sums = self._observed[key] = [0.0] * (len(metric._upper_bounds) + 1)
-        sums[0] += value
-        if value == value:  # as Histogram.observe: the first bucket whose bound is >= value; NaN counts in none
-            sums[1 + bisect_left(metric._upper_bounds, value)] += 1
+        metric.labels(*labels).observe(value)
 
     def catalog_fallback(self, value: bool, *, always: bool = False) -> None:
         """This process's `agent_eval_catalog_fallback`; written once it was 1 (or `always`), then on every change."""
@@ -241,6 +235,8 @@ class MultiprocessMirror:
 
     def record(self, score: CallScore, labels: tuple[str, str], duration_labels: tuple[str, str] | None) -> None:
         """One call, under the labels the in-process collector chose: (tool, agent) and (tool, tool type, error_type)."""
+        if self.buffered:
+            return
         tool, agent = labels
         static = score.static
         inc, observe = self._inc, self._observe
@@ -263,6 +259,8 @@ class MultiprocessMirror:
 
     def record_run(self, run: Any, labels: tuple[str, str], redundant: list[str], spurious: list[str],
                    loops: list[str] = (), unpriced_models: list[str] = ()) -> None:
+        if self.buffered:
+            return
         e = run.evaluation
         inc, observe = self._inc, self._observe
         labels = tuple(labels)
@@ -294,12 +292,14 @@ class MultiprocessMirror:
 
     def count(self, name: str, n: int) -> None:
         counter = self.self_counters.get(name)
-        if counter is not None:
+        if counter is not None and not self.buffered:
             with self._lock:
                 self._inc(counter, (), n)
 
     def flush_tallies(self, metrics: Any) -> None:
         """Carry the lock-free span tallies over as deltas (done on tool spans, not on every span)."""
+        if self.buffered:
+            return
         for name, tally in (("spans_seen", metrics.seen), ("spans_ignored", metrics.ignored)):
             value = tally.value
             delta = value - self._flushed[name]

@@ -144,11 +144,10 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
     lock = threading.Lock()
 
     def sync() -> None:
-        """Carry what the mirror does not itself: span tallies of non-tool spans, runs closed early."""
+        """Write this worker's series to its files: what the mirror writes, and the runs closed early."""
         with lock:
             if metrics.mirror is not None:
-                metrics.mirror.flush_tallies(metrics)
-                metrics.mirror.flush()
+                metrics.mirror.flush(metrics)
             for reason in reasons:
                 value = pipeline.runs.closed_early[reason]
                 if value > carried[reason]:
