@@ -3,10 +3,11 @@
 When `PROMETHEUS_MULTIPROC_DIR` is set (before prometheus_client is imported, as its docs
 require), each process also mirrors its counts into prometheus-client metrics backed by
 files in that directory, and `multiprocess_registry()` serves their sum with `FileSums`
-(prometheus-client's `MultiProcessCollector`, made for frequent collections), plus the catalog gauges. `agent_eval_catalog_fallback` is a file-backed gauge too
-(`livemax`: 1 while any live process scores with the packaged catalog instead of the configured one; a
-process that ends must be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in
-gunicorn's `child_exit`, as prometheus-client's docs say for every live gauge).
+(prometheus-client's `MultiProcessCollector`, made for frequent collections), plus the catalog
+gauges. `agent_eval_catalog_fallback` is a file-backed gauge too (`livemax`: 1 while any live
+process scores with the packaged catalog instead of the configured one; a process that ends must
+be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in gunicorn's
+`child_exit`, as prometheus-client's docs say for every live gauge).
 
 Merged across processes: every counter and histogram (tool calls, cost, money wasted,
 excess latency, SLO violations, the duration and efficiency histograms, runs and their
@@ -68,7 +69,7 @@ class FileSums(MultiProcessCollector):
     def __init__(self, registry: CollectorRegistry | None, path: str | None = None) -> None:
         super().__init__(registry, path)
         self._keys: dict[str, tuple[str, str, tuple[tuple[str, str], ...], str]] = {}
-        self._buckets: dict[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, str], ...], float | None]] = {}
+        self._buckets: dict[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, str], ...], float]] = {}
 
     def collect(self) -> Iterable[Metric]:
         if len(self._keys) > self._KEPT or len(self._buckets) > self._KEPT:
@@ -118,7 +119,10 @@ class FileSums(MultiProcessCollector):
             if name == bucket_name:
                 split = buckets.get(labels)
                 if split is None:
-                    split = buckets[labels] = (tuple(kv for kv in labels if kv[0] != "le"), float(dict(labels)["le"]))
+                    le = dict(labels).get("le")
+                    if le is None:
+                        return None
+                    split = buckets[labels] = (tuple(kv for kv in labels if kv[0] != "le"), float(le))
                 sums = series.get(split[0])
                 if sums is None:
                     sums = series[split[0]] = [0.0, {}]
