@@ -419,7 +419,7 @@ def steps(requests: list[tuple[bytes, int]], rounds: int = 3) -> dict[str, float
     """CPU µs per span of serve's own steps on `requests`, in this process, as one serve process runs them: reading a
     request into spans (messages kept), evaluating them (replay order and the core: metrics, enrichment) and
     writing the forwarded request; the first round warms up. The hop's CPU beyond their sum is HTTP in and out,
-    threads and queues."""
+    threads, queues, OTLP metrics, and the same steps costing more inside the hop (other threads, colder caches)."""
     from prometheus_client import CollectorRegistry
 
     from ...offline.score import agent_start_reader
