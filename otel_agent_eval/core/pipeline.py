@@ -204,10 +204,12 @@ class Pipeline:
 
     # -- spans -----------------------------------------------------------------------
 
-    def agent_started(self, span: Any, name: str) -> list[ReadableSpan]:
-        """An agent span started (a hint from `on_start`); returns spans of runs the bounds closed meanwhile."""
+    def agent_started(self, span: Any, name: str, facts: SpanFacts | None = None) -> list[ReadableSpan]:
+        """An agent span started (a hint from `on_start`); returns spans of runs the bounds closed meanwhile.
+        `facts`: its `span_facts`, when the caller has read them already."""
         try:
-            facts = span_facts(span)
+            if facts is None:
+                facts = span_facts(span)
             self.runs.agent_started(facts.trace_id, facts.span_id, name, facts.start_ns)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.failed("on_start", exc)

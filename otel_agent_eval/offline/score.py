@@ -106,7 +106,7 @@ def score_traces(
                 ended(span, event[7], facts)
             else:
                 advance(facts.start_ns)
-                started(span, agent)
+                started(span, agent, facts)
     pipeline.close_all()
     metrics.close()  # its series stay readable in `registry` until another scorer takes it over
     return builder.build(spans.stats)

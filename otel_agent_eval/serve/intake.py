@@ -27,7 +27,7 @@ from collections.abc import Callable
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..core.pipeline import Pipeline
-from ..offline.score import AgentStartReader, agent_start_reader, in_replay_order
+from ..offline.score import AgentStartReader, agent_start_reader, replay_events
 
 __all__ = ["DEFAULT_QUEUE_SPANS", "Intake", "evaluated"]
 
@@ -169,11 +169,13 @@ def evaluated(pipeline: Pipeline, batch: list[ReadableSpan], agent_of: AgentStar
     """One request's spans through the core in replay order, and the runs idle past the TTL closed, as between
     batches: what the core hands on to the next hop."""
     out: list[ReadableSpan] = []
-    for span, agent in in_replay_order(batch, agent_of, len(batch)):
-        if agent is None:
+    ended, started = pipeline.ended, pipeline.agent_started
+    # the replay's events carry each span's attributes and facts (`replay_events`): the core does not read them again
+    for event in replay_events(batch, agent_of.at, len(batch)):
+        if event[5] is None:
             if on_seen is not None:
                 on_seen()
-            out += pipeline.ended(span)
+            out += ended(event[4], event[7], event[6])
         else:
-            out += pipeline.agent_started(span, agent)
+            out += started(event[4], event[5], event[6])
     return out + pipeline.expire()
