@@ -196,9 +196,15 @@ def test_serve_and_the_collector_account_for_every_span_and_the_ratio_is_their_q
     assert result["rows"][2]["latency"] is None
     steps = result["steps_us_per_span"]  # serve's own steps, in-process: each measured, none the whole hop alone
     assert set(steps) == set(serve_bench.STEPS) and all(0 < us for us in steps.values())
+    for row in (serve, result["rows"][2]):  # by thread in the hop (the OS names serve's threads): they add up to it
+        threads = row["threads_us_per_span"]
+        assert set(threads) == {*serve_bench.NAMED_THREADS, "rest"} and all(us > 0 for us in threads.values()), threads
+        assert sum(threads.values()) == pytest.approx(1e6 / row["spans_per_cpu_s"])
+    assert "threads_us_per_span" not in collector
     report = report_bench.format_report({"environment": cli.environment(), "serve": result})
     assert "ratio serve / Collector, spans per CPU-second" in report
     assert f"evaluate {steps['evaluate']:.1f} µs" in report and "leaves 33.3 µs a span" in report
+    assert f"the intake {serve['threads_us_per_span']['serve-intake']:.1f} µs" in report
     assert report.count("no accepted span lost") == 3 and "MISMATCH" not in report
     goals = {line.split(":")[0].strip(): line for line in report.splitlines() if "Goal (issue #27)" in line}
     assert len(goals) == 3  # spans per CPU-second, --workers 2 scaling, p99 at half capacity

@@ -19,6 +19,7 @@ from collections import deque
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .os_threads import FORWARD, name_for_os
 from .self_metrics import ServeMetrics
 
 __all__ = ["DEFAULT_FORWARD_QUEUE", "Forwarder"]
@@ -105,6 +106,7 @@ class Forwarder:
             logger.exception("otel-agent-eval serve: shutting the exporter down failed")
 
     def _run(self) -> None:
+        name_for_os(FORWARD)
         while True:
             with self._changed:
                 if not self._spans and not self._closing:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..core.pipeline import Pipeline
+from .os_threads import INTAKE, name_for_os
 from ..offline.score import AgentStartReader, agent_start_reader, replay_events
 
 __all__ = ["DEFAULT_QUEUE_SPANS", "Intake", "evaluated"]
@@ -126,6 +127,7 @@ class Intake:
         return True
 
     def _run(self) -> None:
+        name_for_os(INTAKE)
         while True:
             with self._changed:
                 if not self._batches and not (self._stopping and not self._queued):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 
+from ...serve.os_threads import FORWARD, INTAKE
 from .instructions import COUNT_WARMUP
 from .processor import AGENT, CALLS_PER_RUN, SAMPLE_EVERY, TOOLS
 from .scale import BUILD_CAP_S
@@ -166,18 +167,22 @@ def _serve_lines(s: dict[str, Any]) -> list[str]:
 
 
 def _serve_steps(s: dict[str, Any]) -> list[str]:
-    """Where one serve process's CPU per span goes, beside what the goal leaves per span."""
+    """Where one serve process's CPU per span goes, by thread in the hop and by step alone, beside what the goal leaves."""
     steps = s.get("steps_us_per_span")
     one = next((r for r in s["rows"] if r["hop"] == "serve"), None)
     if not steps or one is None or not one["spans_per_cpu_s"]:
         return []
-    hop_us, own = 1e6 / one["spans_per_cpu_s"], sum(steps.values())
-    return [f"  serve's CPU per span: {hop_us:.1f} µs in the hop; of it, its own steps measured in-process: read "
-            f"{steps['read']:.1f} µs (parse, build spans), evaluate {steps['evaluate']:.1f} µs (replay order, the core, "
-            f"metrics, enrichment), write {steps['write']:.1f} µs (the forwarded request); the other {max(hop_us - own, 0):.1f} µs: "
-            f"HTTP in and out, threads, queues, OTLP metrics, and the steps costing more inside the hop than alone (a profile "
-            f"of the hop put evaluation at 60-65 % of its CPU). {SERVE_SPANS_PER_CPU_S:,} spans per CPU-second leaves "
-            f"{1e6 / SERVE_SPANS_PER_CPU_S:.1f} µs a span for all of it."]
+    hop_us = 1e6 / one["spans_per_cpu_s"]
+    lines = [f"  serve's CPU per span: {hop_us:.1f} µs in the hop. {SERVE_SPANS_PER_CPU_S:,} spans per CPU-second leaves "
+             f"{1e6 / SERVE_SPANS_PER_CPU_S:.1f} µs a span for all of it."]
+    threads = one.get("threads_us_per_span")
+    if threads:
+        lines.append(f"    by thread, in the hop: the intake {threads[INTAKE]:.1f} µs (replay order, the core, metrics, enrichment), "
+                     f"the forwarder {threads[FORWARD]:.1f} µs (writing the request, the exporter's HTTP, freeing the spans), "
+                     f"the rest of the process {threads['rest']:.1f} µs (HTTP in and reading the requests, OTLP metrics)")
+    lines.append(f"    by step, each alone on warm data in this process: read {steps['read']:.1f} µs (parse, build spans), "
+                 f"evaluate {steps['evaluate']:.1f} µs, write {steps['write']:.1f} µs (the forwarded request)")
+    return lines
 
 
 def _serve_goals(rows: list[dict[str, Any]]) -> list[str]:

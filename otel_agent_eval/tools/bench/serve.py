@@ -39,6 +39,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
+from ...serve.os_threads import FORWARD, INTAKE
 from ..demo import run_workload
 
 REPO = Path(__file__).resolve().parents[3]
@@ -49,6 +50,7 @@ STOPPED = re.compile(r"stopped; spans accepted (\d+), refused (\d+), invalid (\d
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 START_S = 60.0  # liveness only
 DRAIN_S = 30.0
+NAMED_THREADS = (INTAKE, FORWARD)  # what the bench reports by thread; the rest of the process beside them
 STEP_REQUESTS = 30  # of the section's requests, in-process: serve's own steps per span
 
 
@@ -225,6 +227,26 @@ def cpu_seconds(pid: int, *, children: bool = True) -> float:
     return sum((int(f[11]) + int(f[12])) / CLK_TCK for one in (tree(pid) if children else [pid]) if (f := _stat(one)))
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """utime + stime of the threads of `pid` and its children that serve names for the OS (`serve/os_threads.py`),
+    by name; what ended threads spent is only in `cpu_seconds`."""
+    out = dict.fromkeys(NAMED_THREADS, 0.0)
+    for one in tree(pid):
+        try:
+            tasks = os.listdir(f"/proc/{one}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{one}/task/{task}/comm") as comm, open(f"/proc/{one}/task/{task}/stat") as stat:
+                    name, fields = comm.read().strip(), stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if name in out:
+                out[name] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 def rss_mib(pid: int, key: str = "VmHWM") -> float:
     """Resident memory of `pid` and its children: peak (VmHWM) or now (VmRSS)."""
     total = 0.0
@@ -382,14 +404,19 @@ def measure(hop: Hop, requests: list[tuple[bytes, int]], latency_requests: list[
     half the capacity just measured); then the graceful stop and its account."""
     load = Load(hop.address, requests)
     cpu0, sink0, t0 = cpu_seconds(hop.process.pid), hop.sink.spans, time.monotonic()
+    threads0 = thread_cpu_seconds(hop.process.pid)
     load.run(connections, seconds)
     _drain(hop, sink0 + load.acked_spans)
     cpu, elapsed, forwarded = cpu_seconds(hop.process.pid) - cpu0, time.monotonic() - t0, hop.sink.spans - sink0
+    threads = {name: spent - threads0[name] for name, spent in thread_cpu_seconds(hop.process.pid).items()}
     row: dict[str, Any] = {
         "hop": hop.name, "seconds": elapsed, "cpu_s": cpu, "spans": forwarded,
         "spans_per_s": forwarded / elapsed, "spans_per_cpu_s": forwarded / max(cpu, 1e-9),
         "requests": load.acked_requests + load.refused_requests, "refused_requests": load.refused_requests,
         "latency": None}
+    if hop.name.startswith("serve") and forwarded:  # CPU µs a span by thread, in the hop (the Collector names none)
+        row["threads_us_per_span"] = {name: spent / forwarded * 1e6 for name, spent in threads.items()}
+        row["threads_us_per_span"]["rest"] = max(cpu - sum(threads.values()), 0.0) / forwarded * 1e6
     acked = load.acked_spans
     if latency_requests is not None:
         latency_rate = latency_rate or row["spans_per_s"] / 2
@@ -418,8 +445,8 @@ STEPS = ("read", "evaluate", "write")
 def steps(requests: list[tuple[bytes, int]], rounds: int = 3) -> dict[str, float]:
     """CPU µs per span of serve's own steps on `requests`, in this process, as one serve process runs them: reading a
     request into spans (messages kept), evaluating them (replay order and the core: metrics, enrichment) and
-    writing the forwarded request; the first round warms up. The hop's CPU beyond their sum is HTTP in and out,
-    threads, queues, OTLP metrics, and the same steps costing more inside the hop (other threads, colder caches)."""
+    writing the forwarded request; the first round warms up. Each costs more in the hop, on data that waited in
+    queues with other threads and processes running, which the hop's figures by thread (`threads_us_per_span`) show."""
     from prometheus_client import CollectorRegistry
 
     from ...offline.score import agent_start_reader
