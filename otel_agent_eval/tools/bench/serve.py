@@ -208,23 +208,29 @@ def quantile(values: list[float], q: float) -> float | None:
 
 # -- a process tree's CPU and memory, from /proc ------------------------------------------------------
 
-def _stat(pid: int) -> list[str] | None:
+def _stat(where: str) -> tuple[str, list[str]] | None:
+    """`/proc/<where>/stat` (a process, or one of its threads: `PID/task/TID`): its name and the fields after it."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{where}/stat") as f:
+            head, _, fields = f.read().rpartition(")")
     except OSError:
         return None
+    return head.partition("(")[2], fields.split()
+
+
+def _cpu(fields: list[str]) -> float:
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
 def tree(pid: int) -> list[int]:
     """`pid` and its children (serve's workers)."""
-    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and (fields := _stat(int(p))) and int(fields[1]) == pid]
+    children = [int(p) for p in os.listdir("/proc") if p.isdigit() and (stat := _stat(p)) and int(stat[1][1]) == pid]
     return [pid, *children]
 
 
 def cpu_seconds(pid: int, *, children: bool = True) -> float:
     """utime + stime of `pid` (and its children), every thread."""
-    return sum((int(f[11]) + int(f[12])) / CLK_TCK for one in (tree(pid) if children else [pid]) if (f := _stat(one)))
+    return sum(_cpu(stat[1]) for one in (tree(pid) if children else [pid]) if (stat := _stat(str(one))))
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
@@ -237,13 +243,9 @@ def thread_cpu_seconds(pid: int) -> dict[str, float]:
         except OSError:
             continue
         for task in tasks:
-            try:
-                with open(f"/proc/{one}/task/{task}/comm") as comm, open(f"/proc/{one}/task/{task}/stat") as stat:
-                    name, fields = comm.read().strip(), stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if name in out:
-                out[name] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+            stat = _stat(f"{one}/task/{task}")
+            if stat is not None and stat[0] in out:
+                out[stat[0]] += _cpu(stat[1])
     return out
 
 
