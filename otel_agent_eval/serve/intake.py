@@ -27,8 +27,8 @@ from collections.abc import Callable
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..core.pipeline import Pipeline
-from .os_threads import INTAKE, name_for_os
 from ..offline.score import AgentStartReader, agent_start_reader, replay_events
+from .os_threads import INTAKE, name_for_os
 
 __all__ = ["DEFAULT_QUEUE_SPANS", "Intake", "evaluated"]
 
