@@ -437,7 +437,7 @@ fn span<'a, 'py>(
     } else {
         &c.readable_span
     };
-    with_dict(py, obj, &d)
+    with_dict(py, c, obj, &d)
 }
 
 /// The length-delimited values of field `number` in the message `b`, in order.

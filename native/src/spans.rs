@@ -232,12 +232,14 @@ pub(crate) fn presized<'py>(py: Python<'py>, n: usize) -> R<Bound<'py, PyDict>> 
 }
 
 /// `object.__new__(cls)` then `obj.__dict__ = d`, without object_new's inline values that the assignment discards:
-/// tp_alloc leaves the managed dict empty and PyObject_GenericSetDict stores `d` (public C API).
-pub(crate) fn with_dict<'py>(py: Python<'py>, cls: &Py<PyAny>, d: &Bound<'py, PyDict>) -> R<Bound<'py, PyAny>> {
+/// tp_alloc, then the assignment through the type's `__dict__` descriptor, as Python's own `obj.__dict__ = d` makes
+/// it. Not `PyObject_GenericSetDict`: on Python 3.13 it stores `d` but leaves the object's (empty) inline values in
+/// force, and attribute reads then miss every key of `d`.
+pub(crate) fn with_dict<'py>(py: Python<'py>, c: &Ctx, cls: &Py<PyAny>, d: &Bound<'py, PyDict>) -> R<Bound<'py, PyAny>> {
     unsafe {
         let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
         let o = Bound::from_owned_ptr_or_err(py, ((*tp).tp_alloc.unwrap())(tp, 0))?;
-        if ffi::PyObject_GenericSetDict(o.as_ptr(), d.as_ptr(), ptr::null_mut()) < 0 {
+        if ffi::PyObject_SetAttr(o.as_ptr(), c.k[15].as_ptr(), d.as_ptr()) < 0 {
             return Err(PyErr::fetch(py).into());
         }
         Ok(o)
