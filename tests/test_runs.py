@@ -317,7 +317,9 @@ def test_agent_runs_also_feed_the_genai_agent_metrics():
 
 def test_health_is_the_weighted_mean_of_the_known_parts():
     """The seed tutorial's weights renormalised over the parts that are known, to the last bit."""
+    from functools import reduce
     from itertools import product
+    from operator import add
 
     from otel_agent_eval.core.run_eval import HEALTH_WEIGHTS, _health
 
@@ -326,5 +328,6 @@ def test_health_is_the_weighted_mean_of_the_known_parts():
         parts = {"completion": 1.0 if completed else 0.0, "tool_accuracy": accuracy, "hallucination_free": hallucination_free,
                  "latency": None if duration is None else max(0.0, 1 - duration / 10), "cost": max(0.0, 1 - cost / 0.10)}
         known = [(HEALTH_WEIGHTS[k], v) for k, v in parts.items() if v is not None]
-        expected = 100 * sum(w * v for w, v in known) / sum(w for w, _ in known)
+        # added left to right, as the figure is on every Python: sum() compensates its rounding from Python 3.12 on
+        expected = 100 * reduce(add, (w * v for w, v in known)) / reduce(add, (w for w, _ in known))
         assert _health(completed, accuracy, hallucination_free, duration, cost) == expected, parts
