@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-latest lock bench docs clean prometheus-check
+.PHONY: demo test test-pythons test-latest lock bench docs clean prometheus-check
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-agent-eval demo
@@ -15,6 +15,19 @@ demo: $(VENV)/.installed
 # find drift on purpose, and `make lock` re-resolves the lock at the newest releases.
 test: prometheus-check $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# The suite again on the other CPython versions the project supports, each in its own .venv-3.X with the same
+# lock, built native reader included: a C-API change between versions (3.13's inline values) breaks only there.
+# The interpreters are pyenv's (`pyenv latest 3.X`) or python3.X on PATH; one missing stops at once, naming it.
+OTHER_PYTHONS ?= 3.12 3.13
+test-pythons: prometheus-check
+	@set -e; for v in $(OTHER_PYTHONS); do \
+	  py=; if command -v pyenv >/dev/null && found=$$(pyenv latest $$v 2>/dev/null); then \
+	    py=$$(pyenv root)/versions/$$found/bin/python$$v; else py=$$(command -v python$$v || true); fi; \
+	  [ -x "$$py" ] || { echo "make test-pythons: no python$$v (pyenv install $$v, or put python$$v on PATH)" >&2; exit 1; }; \
+	  echo "== the suite on $$($$py --version)"; \
+	  $(MAKE) --no-print-directory test PYTHON=$$py VENV=.venv-$$v; \
+	done
 
 LATEST ?= .venv-latest
 test-latest: prometheus-check
@@ -58,4 +71,4 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(LATEST) build site *.egg-info
+	rm -rf $(VENV) $(LATEST) .venv-3.* build site *.egg-info

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from re import _parser as _sre  # the regular-expression parser: a pattern's anchors and lookarounds
 from typing import Any
 from urllib.parse import unquote
 
@@ -18,11 +19,6 @@ from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import Link, Status, StatusCode
 
 from . import conventions as c
-
-try:  # the regular-expression parser, to check a pattern for anchors and lookarounds
-    from re import _parser as _sre  # Python 3.11+
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse as _sre  # type: ignore[no-redef]
 
 MASK = c.REDACTED
 MAX_DEPTH = 200  # nesting of one JSON value; deeper values are masked whole
