@@ -11,3 +11,20 @@ os.environ.setdefault("DEEPEVAL_HOME", _DEEPEVAL_HOME)
 # deepeval builds an OpenAI client when ToolCorrectnessMetric() is constructed, even though
 # it calls no LLM without `available_tools`. A placeholder key satisfies the constructor.
 os.environ.setdefault("OPENAI_API_KEY", "sk-placeholder-never-used")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "early(workload): start the test's child-process workload with the session "
+                                       "(tests/early.py)")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Tests whose workloads start early go last: their workloads have the whole session to run in."""
+    items.sort(key=lambda item: item.get_closest_marker("early") is not None)
+
+
+def pytest_collection_finish(session) -> None:
+    if not session.config.option.collectonly:
+        import early
+
+        early.start(session.items)

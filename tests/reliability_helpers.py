@@ -2,6 +2,7 @@
 count, hang or raise, metric readers, resident memory, and bounded waits for liveness checks."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections import Counter
@@ -22,7 +23,8 @@ CATALOG_AGENTS = ("support_agent", "math_agent", "analytics_agent", "forecast_ag
 
 EXECUTE_TOOL = {"gen_ai.operation.name": "execute_tool"}
 INVOKE_AGENT = {"gen_ai.operation.name": "invoke_agent"}
-LIVENESS_TIMEOUT_S = 120.0  # generous: only a deadlock or a hang takes this long
+# Generous: only a deadlock or a hang takes this long (longer in a child at the lowest priority: tests/early.py).
+LIVENESS_TIMEOUT_S = float(os.environ.get("AGENT_EVAL_TESTS_LIVENESS_S", "120"))
 
 
 def tool_attrs(tool: str, **extra: Any) -> dict[str, Any]:

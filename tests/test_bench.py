@@ -5,6 +5,7 @@ import json
 import math
 import shutil
 import sys
+from functools import partial
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from otel_agent_eval.tools.bench import processor as processor_bench
 from otel_agent_eval.tools.bench import report as report_bench
 from otel_agent_eval.tools.bench import score as score_bench
 from otel_agent_eval.tools.bench import serve as serve_bench
+
+import early
 
 
 def _strict(text: str) -> Any:
@@ -137,13 +140,24 @@ class Recorder:
         return True
 
 
+COUNTED = ["bare", "ours", "ours+copies"]
+
+
+def count_instructions() -> dict[str, Any]:
+    return counting.instructions(cli.SIZES["quick"]["counted_runs"], COUNTED)
+
+
+COUNTING = partial(early.fresh_process, "test_bench", "count_instructions()")
+
+
+@pytest.mark.early(COUNTING)  # instructions counted do not move with what runs beside them
 def test_instructions_are_counted_per_span_under_valgrind() -> None:
     # The section on request, with real cachegrind children (valgrind is installed by .ci/run), for the bare SDK and
     # the processor with and without copies (the suite's time allows three). Counts vary a little with hashing and
     # thread switches, so only what must hold is asserted: the processor does work of its own, more with copies,
     # every span was scored on its thread, and the report shows each row.
-    keys = ["bare", "ours", "ours+copies"]
-    result = counting.instructions(cli.SIZES["quick"]["counted_runs"], keys)
+    keys = COUNTED
+    result = early.result(COUNTING)
     assert result["error"] is None
     rows = {r["variant"]: r for r in result["rows"]}
     assert list(rows) == keys

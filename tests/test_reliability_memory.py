@@ -13,25 +13,25 @@ runs must never exceed 1000, every never-ended trace must be closed early and co
 once, and resident memory must stay under a stated bound. Measured figures are printed
 (`pytest -s`).
 
-Both run in a fresh interpreter (`_in_fresh_process`): RSS measured after other tests would hide
-growth in heap they freed. The 1M-span test runs in ~70-90 s on the 2-core machine (1.04M spans through a real TracerProvider;
-in the default hand-off mode the same load takes ~120 s, which is why it is measured apart on 200k).
+Both run in a fresh interpreter (`early.fresh_process`): RSS measured after other tests would hide
+growth in heap they freed. The 1M-span test runs in ~70-90 s on the 2-core machine (1.04M spans through a real
+TracerProvider; in the default hand-off mode the same load takes ~120 s, which is why it is measured apart on
+200k). Neighbours do not change a child's RSS, so both start with the session and run beside the other tests
+(tests/early.py).
 """
 from __future__ import annotations
 
 import gc
-import json
-import os
-import subprocess
-import sys
 import time
 import tracemalloc
+from functools import partial
 from typing import Any
 
 import pytest
 from opentelemetry.trace import set_span_in_context
 from prometheus_client import generate_latest
 
+import early
 from reliability_helpers import App, agent_attrs, labels, peak_rss_mb, rss_mb, tool_attrs
 
 TRACES = 100_000
@@ -60,23 +60,13 @@ def _trace(tracer, i: int) -> bool:
     return True  # the root is dropped unended: nothing but the processor could keep it
 
 
-def _in_fresh_process(workload: str) -> dict[str, Any]:
-    """Run `workload()` of this module in a new interpreter (liveness bound: 10 minutes); its figures and output."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import json, sys; sys.path.insert(0, {here!r}); import test_reliability_memory as m; "
-            f"print('RESULT=' + json.dumps(m.{workload}()))")
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=here)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{workload} still running after 600 s (hang?)")
-    output, _, result = proc.stdout.rpartition("RESULT=")
-    print(output or proc.stdout, end="")
-    assert proc.returncode == 0, f"{workload} failed in its own process:\n{proc.stderr[-6000:]}"
-    return json.loads(result)
+MILLION_SPANS = partial(early.fresh_process, "test_reliability_memory", "million_spans_workload()")
+HAND_OFF = partial(early.fresh_process, "test_reliability_memory", "hand_off_workload()")
 
 
+@pytest.mark.early(MILLION_SPANS)
 def test_a_million_tool_spans_with_never_ending_roots_stay_bounded():
-    figures = _in_fresh_process("million_spans_workload")
+    figures = early.result(MILLION_SPANS)
     assert figures["max_open"] <= CAP
     assert figures["growth_mb"] < RSS_BOUND_MB
 
@@ -144,9 +134,10 @@ EXACT = 1 << 20  # a queue no test loop fills: what these tests count is exact, 
 HANDOFF_RSS_BOUND_MB = 64.0  # queue_limit (2,048) spans of ~3 KB, plus the run tracking above
 
 
+@pytest.mark.early(HAND_OFF)
 def test_the_hand_off_queue_stays_bounded():
     """Default settings: spans wait in the hand-off queue (at most `queue_limit`) for the processor's thread."""
-    figures = _in_fresh_process("hand_off_workload")
+    figures = early.result(HAND_OFF)
     assert figures["max_open"] <= CAP
     assert figures["growth_mb"] < HANDOFF_RSS_BOUND_MB
 
