@@ -4,12 +4,14 @@ The traces go through `score_traces` (the live pipeline), so a tool, an agent or
 drafted exactly when scoring would meet it. What the spans tell is filled in: each tool the
 catalog lacks, under its canonical name with the qualified names seen as aliases; its
 description and `parameters` from the tool definitions spans carry; calls, error rate and
-observed p50 (`latency_ms`) and p99 (`latency_slo_ms`); one task route per agent no route
-matches, listing the tools it used; the models seen, with their tokens and whether a price is
-known. What they cannot tell (price, capabilities, tier) is marked FILL IN, with values that
-score no call as wasteful: every price 0, one placeholder capability per agent, and the
-drafted routes on a cost-only profile (latency is not weighed between tools no one has said
-can stand in for each other).
+observed p50 (`latency_ms`) and p99 rounded up (`latency_slo_ms`); a task route for each agent
+no route matches that called one tool per trace, listing the tools it used; the models seen,
+with their tokens and whether a price is known. What they cannot tell (price, capabilities,
+tier) is marked FILL IN, with values that score no call as wasteful, even once one tool has a
+price: every price 0; each tool its own capability (its name), except that the tools of a
+drafted route share its placeholder (the agent used one or another: maybe alternatives); and
+the drafted routes on a cost-only profile (latency is not weighed between tools no one has
+said can stand in for each other).
 
 `merge_draft` adds to a user's catalog text without changing a byte of it: new entries are
 inserted at the end of the sections they belong to, or appended as new sections.
