@@ -276,7 +276,8 @@ def test_score_names_what_the_catalog_lacks_and_the_command_that_drafts_it(trace
     assert code == 1 and coverage == {
         "unknown_tools": [{"tool": "local_search", "calls": 8}, {"tool": "clock", "calls": 1},
                           {"tool": "kb-local_search", "calls": 1}],  # web_search: the packaged catalog's
-        "unpriced_models": [{"model": MODEL, "calls": 10}], "draft_command": command}
+        "unpriced_models": [{"model": MODEL, "calls": 10}], "commented_models": [], "prices_to_set": False,
+        "draft_command": command}
     code, out, err = cli("score", str(traces))
     assert code == 1
     lacks = ("the catalog lacks 3 tools (local_search: 8 calls, clock: 1 call, kb-local_search: 1 call) "

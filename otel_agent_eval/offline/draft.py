@@ -4,12 +4,14 @@ The traces go through `score_traces` (the live pipeline), so a tool, an agent or
 drafted exactly when scoring would meet it. What the spans tell is filled in: each tool the
 catalog lacks, under its canonical name with the qualified names seen as aliases; its
 description and `parameters` from the tool definitions spans carry; calls, error rate and
-observed p50 (`latency_ms`) and p99 (`latency_slo_ms`); one task route per agent no route
-matches, listing the tools it used; the models seen, with their tokens and whether a price is
-known. What they cannot tell (price, capabilities, tier) is marked FILL IN, with values that
-score no call as wasteful: every price 0, one placeholder capability per agent, and the
-drafted routes on a cost-only profile (latency is not weighed between tools no one has said
-can stand in for each other).
+observed p50 (`latency_ms`) and p99 rounded up (`latency_slo_ms`); a task route for each agent
+no route matches that called one tool per trace, listing the tools it used; the models seen,
+with their tokens and whether a price is known. What they cannot tell (price, capabilities,
+tier) is marked FILL IN, with values that score no call as wasteful, even once one tool has a
+price: every price 0; each tool its own capability (its name), except that the tools of a
+drafted route share its placeholder (the agent used one or another: maybe alternatives); and
+the drafted routes on a cost-only profile (latency is not weighed between tools no one has
+said can stand in for each other).
 
 `merge_draft` adds to a user's catalog text without changing a byte of it: new entries are
 inserted at the end of the sections they belong to, or appended as new sections.
@@ -30,11 +32,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from ..config.catalog import Catalog, check_catalog, load_catalog, parse_catalog, qualifier_free
 from ..core import conventions as c
-from ..core.recognize import ToolCallRecord, attribute_dict
+from ..core.recognize import ToolCallRecord, attribute_dict, convention_of
 from ..core.runs import AgentRun
 from ..core.scoring import UNKNOWN_OVERFLOW, CallScore
 from .recorded import FileProblem, PathArg
-from .report import OTHER, Report
+from .report import OTHER, Report, commented_models
 from .score import score_traces
 
 __all__ = ["COST_ONLY_PROFILE", "FILL_IN", "Draft", "DraftError", "merge_draft", "observe_traces", "render_draft"]
@@ -68,8 +70,9 @@ class ToolSeen:
     p50_s: float | None = None
     p99_s: float | None = None
     agents: set[str] = field(default_factory=set)  # agents whose drafted route lists it
+    by_agent: dict[str, int] = field(default_factory=dict)  # calls per agent ("": no agent), for the `# seen:` comment
     capabilities: set[str] = field(default_factory=set)  # of the user's routes that routed its calls
-    unrouted: bool = False  # called with no agent and no route: it gets a capability of its own
+    unrouted: bool = False  # called with no agent and no route, or by an agent that got no route: a capability of its own
 
 
 @dataclass
@@ -78,6 +81,11 @@ class ModelSeen:
     input_tokens: int = 0
     output_tokens: int = 0
     priced: bool = False
+
+    @property
+    def costs_unknown(self) -> bool:
+        """Unpriced and used tokens: a model whose calls used none costs nothing whatever its price."""
+        return not self.priced and (self.input_tokens > 0 or self.output_tokens > 0)
 
 
 @dataclass
@@ -90,10 +98,11 @@ class Draft:
     routes: dict[str, list[str]]  # agent -> canonical tools it used (agents no route matched)
     models: dict[str, ModelSeen]
     definitions: dict[str, tuple[str, Mapping[str, Any] | None]]  # tool name -> (description, parameters)
+    ignored_calls: int = 0  # calls of the catalog's ignore_tools (final_answer...), not drafted
 
     @property
     def missing(self) -> bool:
-        return bool(self.tools or self.routes or any(not m.priced for m in self.models.values()))
+        return bool(self.tools or self.routes or any(m.costs_unknown for m in self.models.values()))
 
 
 def observe_traces(paths: PathArg | Iterable[PathArg], catalog: Catalog | None = None,
@@ -103,9 +112,16 @@ def observe_traces(paths: PathArg | Iterable[PathArg], catalog: Catalog | None =
     definitions: dict[str, tuple[str, Mapping[str, Any] | None]] = {}
     span_schemas: dict[str, Mapping[str, Any]] = {}
     models: dict[str, ModelSeen] = {}
+    together: set[str] = set()  # agents that called two different tools in one trace (one request's work)
+    first_tool: dict[tuple[int, str], str] = {}  # (trace, agent) -> the first tool it called there
+    ignored = [0]  # calls of the catalog's ignore_tools, which no report counts
 
     def on_span(span: ReadableSpan) -> None:
-        _read_definitions(attribute_dict(span), definitions)
+        attrs = attribute_dict(span)
+        _read_definitions(attrs, definitions)
+        if scoring.ignore_tools and convention_of(attrs, None, ()) is not None \
+                and convention_of(attrs, None, scoring.ignore_tools) is None:
+            ignored[0] += 1
 
     def on_call(record: ToolCallRecord, score: CallScore) -> None:
         if not score.static.known and record.name not in span_schemas:
@@ -114,6 +130,10 @@ def observe_traces(paths: PathArg | Iterable[PathArg], catalog: Catalog | None =
                 span_schemas[record.name] = schema
 
     def on_run(run: AgentRun) -> None:
+        for record in run.tool_calls:
+            name = qualifier_free(record.name) or record.name  # an alias is the same tool
+            if first_tool.setdefault((run.trace_id, record.agent or ""), name) != name:
+                together.add(record.agent or "")
         unpriced = set(run.evaluation.unpriced_models) if run.evaluation is not None else set()
         for call in run.llm_calls:
             if not call.model:
@@ -138,8 +158,8 @@ def observe_traces(paths: PathArg | Iterable[PathArg], catalog: Catalog | None =
     for name, schema in span_schemas.items():  # the tool span's own schema: what the tool was called with
         description, _ = definitions.get(name, ("", None))
         definitions[name] = (description, schema)
-    tools, routes = _tools_and_routes(report, scoring)
-    return Draft(catalog, report, tools, routes, models, definitions)
+    tools, routes = _tools_and_routes(report, scoring, together)
+    return Draft(catalog, report, tools, routes, models, definitions, ignored[0])
 
 
 def _empty_catalog() -> Catalog:
@@ -149,7 +169,17 @@ def _empty_catalog() -> Catalog:
     return dataclasses.replace(load_catalog(), tools={}, tasks=(), models={}, _by_alias={}, source="<no catalog>")
 
 
-def _tools_and_routes(report: Report, catalog: Catalog) -> tuple[dict[str, ToolSeen], dict[str, list[str]]]:
+def _tools_and_routes(report: Report, catalog: Catalog, together: set[str] = frozenset()  # type: ignore[assignment]
+                      ) -> tuple[dict[str, ToolSeen], dict[str, list[str]]]:
+    """The tools the catalog lacks, and a route for each agent no route matches whose tools look like alternatives.
+
+    A route compares each call with one optimal tool, the best with its capability: tools that share
+    the placeholder capability are each other's stand-ins, and once one has a price the others' calls
+    are measured against it. So only an agent that called one tool per trace (never two in the work
+    of one request) gets a route; an agent that used several tools in one trace used them for
+    different jobs, and its tools each get a capability of their own (their calls score unrouted,
+    each its own best choice).
+    """
     names = {t.tool for g in report.groups for t in g.tools if not t.known and t.tool not in (UNKNOWN_OVERFLOW, OTHER)}
     canonical = {name: _canonical(name, names) for name in names}
     tools: dict[str, ToolSeen] = {}
@@ -166,9 +196,10 @@ def _tools_and_routes(report: Report, catalog: Catalog) -> tuple[dict[str, ToolS
                 seen.aliases.add(summary.tool)
             seen.calls += summary.calls
             seen.errors += summary.errors
+            seen.by_agent[group.agent or ""] = seen.by_agent.get(group.agent or "", 0) + summary.calls
             if route is not None:
                 seen.capabilities.add(route.capability)
-            elif group.agent and group.agent != OTHER:
+            elif group.agent and group.agent != OTHER and group.agent not in together:
                 seen.agents.add(group.agent)
                 routes.setdefault(group.agent, set()).add(name)
             else:
@@ -263,7 +294,8 @@ def _usable_schema(schema: Mapping[str, Any] | None) -> Mapping[str, Any] | None
 
 # -- YAML text ---------------------------------------------------------------------------
 
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufeff\ufffe\uffff\u2028\u2029]")
+# control characters, and the bidi controls that make an editor show text reordered (never written raw)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufeff\ufffe\uffff\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 
 
 def _text(value: str) -> str:
@@ -315,8 +347,23 @@ def _ms(seconds: float) -> str:
     return _number(round(ms) if ms >= 10 else round(ms, 2))
 
 
+def _ms_up(seconds: float) -> str:
+    """`_ms` rounded up, for a suggested SLO: the calls it was drafted from never breach it."""
+    ms = seconds * 1000
+    return _number(math.ceil(ms) if ms >= 10 else math.ceil(round(ms * 100, 6)) / 100)
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _by(by_agent: Mapping[str, int]) -> str:
+    """Who made the calls, counted truthfully: ` by a`, or ` (4 by a, 5 with no agent)` when several made them."""
+    if len(by_agent) == 1:
+        agent = next(iter(by_agent))
+        return f" by {_key(agent)}" if agent else " with no agent"
+    parts = sorted(by_agent.items(), key=lambda item: (item[0] == "", -item[1], item[0]))
+    return " (" + ", ".join(f"{n:,} by {_key(agent)}" if agent else f"{n:,} with no agent" for agent, n in parts) + ")"
 
 
 def placeholder_capability(agent: str) -> str:
@@ -326,7 +373,7 @@ def placeholder_capability(agent: str) -> str:
 def _tool_lines(seen: ToolSeen, description: str, schema: Mapping[str, Any] | None, indent: str) -> list[str]:
     rate = f"{100 * seen.errors / seen.calls:.0f}%" if seen.calls else "-"
     observed = f"p50 {_ms(seen.p50_s)} ms, p99 {_ms(seen.p99_s)} ms" if seen.p50_s is not None and seen.p99_s is not None else "no duration recorded"
-    by = f" by {', '.join(sorted(seen.agents))}" if seen.agents else ""
+    by = _by(seen.by_agent)
     capabilities = sorted({*seen.capabilities, *(placeholder_capability(a) for a in seen.agents), *([seen.name] if seen.unrouted else [])})
     inner = indent * 2
     lines = [f"{indent}{_key(seen.name)}:",
@@ -337,7 +384,7 @@ def _tool_lines(seen: ToolSeen, description: str, schema: Mapping[str, Any] | No
     if seen.p50_s is not None:
         lines.append(f"{inner}latency_ms: {_ms(seen.p50_s)}  # observed p50")
         if seen.p99_s is not None and seen.p99_s > 0:
-            lines.append(f"{inner}latency_slo_ms: {_ms(seen.p99_s)}  # suggested: observed p99")
+            lines.append(f"{inner}latency_slo_ms: {_ms_up(seen.p99_s)}  # suggested: observed p99, rounded up")
     else:
         lines.append(f"{inner}latency_ms: 0  # {FILL_IN}: no duration was recorded")
     lines.append(f"{inner}capabilities: {_flow(capabilities)}  # {FILL_IN}: what it can do; tools that can stand in for "
@@ -365,8 +412,8 @@ def _model_lines(models: Mapping[str, ModelSeen], indent: str) -> list[str]:
     for name in sorted(models):
         seen = models[name]
         tokens = f"{_plural(seen.calls, 'call')}, {seen.input_tokens:,} input and {seen.output_tokens:,} output tokens"
-        if seen.priced:
-            lines.append(f"# {indent}{_key(name)}: price known ({tokens})")
+        if seen.priced:  # a comment that stays one when the lines are uncommented
+            lines.append(f"# {indent}# {_key(name)}: price known ({tokens})")
         else:
             lines.append(f"# {indent}{_key(name)}: {{input_per_1k: 0.0, output_per_1k: 0.0}}  # {FILL_IN}: price unknown; {tokens}")
     return lines
@@ -377,12 +424,17 @@ _HEADER = """\
 #
 # What the traces tell is filled in: each tool with its aliases, description and parameters (from the
 # tool definitions the spans carry), its observed latency (p50 as latency_ms, p99 as latency_slo_ms),
-# and one task per agent, matching the agent, listing the tools it used (commented: acceptable_tools).
+# and a task for each agent that called one tool per trace, matching the agent, listing the tools it
+# used (commented: acceptable_tools).
 # What they cannot tell is marked FILL IN, with values that score no call as wasteful:
-#   cost_usd 0.0 (no call counts as wasted money), one placeholder capability per agent
-#   (used_by_<agent>), complexity simple; the drafted tasks use the profile cost_only (latency is
+#   cost_usd 0.0 (no call counts as wasted money); capabilities: a tool's own name, so it is its own
+#   best choice, except that the tools of a drafted task share its placeholder (used_by_<agent>): its
+#   traces used one or another, so they may stand in for each other (a price set on one measures the
+#   others' calls against it); an agent that called several tools in one trace used them for
+#   different jobs and gets no task; complexity simple; the drafted tasks use the profile cost_only (latency is
 #   not weighed: no one has said yet which tools can stand in for each other).
-# Fill them in (grep "FILL IN"), then set each task's profile to balanced to weigh latency too.
+# First say which tools can stand in for each other (a shared capability), then fill in prices
+# (grep "FILL IN"), then set each task's profile to balanced to weigh latency too.
 # Check it: otel-agent-eval catalog check FILE.  Add tools seen later: otel-agent-eval catalog draft TRACES --merge FILE.
 """
 
@@ -396,7 +448,11 @@ def _inputs(report: Report) -> str:
 def render_draft(draft: Draft) -> str:
     """A fresh catalog: the header, the tools, the cost_only profile, the tasks and the models seen (commented)."""
     if not draft.tools:
-        raise DraftError("no tool calls to draft: every call in the traces is of an ignored tool")
+        if draft.ignored_calls:
+            raise DraftError(f"no tool calls to draft: every call in the traces ({_plural(draft.ignored_calls, 'call')}) "
+                             "is of an ignored tool (the catalog's ignore_tools)")
+        raise DraftError(f"no tool calls to draft: the traces hold {_plural(draft.report.runs, 'agent run')} "
+                         "but no tool call")
     indent = "  "
     lines = [_HEADER.format(inputs=_inputs(draft.report)), "version: 1", "", "tools:"]
     for name in sorted(draft.tools):
@@ -478,8 +534,9 @@ def merge_draft(text: str, draft: Draft, source: str = "<catalog>") -> tuple[str
             route_lines += _route_lines(name, agent, draft.routes[agent], profile, indent)
         inserts["tasks"] = route_lines
         added.append(f"{_plural(len(draft.routes), 'task')}: {', '.join(sorted(draft.routes))}")
+    named = set(commented_models(text, (m for m, s in draft.models.items() if s.costs_unknown)))
     unpriced = {m: s for m, s in draft.models.items()  # not those a drafted comment already names
-                if not s.priced and not re.search(rf"^#\s+{re.escape(_key(m))}: ", text, re.M)}
+                if s.costs_unknown and m not in named}
     if unpriced:
         inserts["models"] = _model_lines(unpriced, indent)
         added.append(f"{_plural(len(unpriced), 'unpriced model')} (commented, to fill in): {', '.join(sorted(unpriced))}")

@@ -17,7 +17,7 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,11 +185,21 @@ class Coverage:
     """What the catalog lacks for these traces: tools called that it does not know, models it cannot price."""
 
     unknown_tools: tuple[tuple[str, int], ...] = ()  # (name as called, calls), most calls first
-    unpriced_models: tuple[tuple[str, int], ...] = ()  # (model, LLM calls), most calls first
+    unpriced_models: tuple[tuple[str, int], ...] = ()  # (model, LLM calls), most calls first; only models whose
+    # calls used tokens: one that used none costs nothing whatever its price
+    commented_models: tuple[str, ...] = ()  # of the unpriced models, those the catalog file names in a commented
+    # line (a draft's `#   model: {input_per_1k: ...}`): `catalog draft --merge` adds nothing for them
 
     @property
     def complete(self) -> bool:
         return not self.unknown_tools and not self.unpriced_models
+
+    @property
+    def prices_to_set(self) -> bool:
+        """All the catalog lacks is prices of models it already names in comments: the next step is to set them
+        under `models:` (and uncomment them), not another draft, which would find nothing to add."""
+        return (not self.unknown_tools and bool(self.unpriced_models)
+                and {m for m, _ in self.unpriced_models} <= set(self.commented_models))
 
     def describe(self, limit: int = 5) -> str:
         """`the catalog lacks 2 tools (a: 7 calls, b: 1 call) and the price of 1 model (m: 3 calls)`, or ""."""
@@ -199,7 +209,22 @@ class Coverage:
 
     def to_dict(self) -> dict[str, Any]:
         return {"unknown_tools": [{"tool": t, "calls": n} for t, n in self.unknown_tools],
-                "unpriced_models": [{"model": m, "calls": n} for m, n in self.unpriced_models]}
+                "unpriced_models": [{"model": m, "calls": n} for m, n in self.unpriced_models],
+                "commented_models": list(self.commented_models), "prices_to_set": self.prices_to_set}
+
+
+def commented_models(text: str, models: Iterable[str]) -> tuple[str, ...]:
+    """The models a commented line of the catalog text names as a key (`#   name: ...`, the name plain or
+    quoted as a draft writes it): priced there once the user uncomments and fills the line in."""
+    import json
+
+    found = []
+    for model in models:
+        keys = {re.escape(model), re.escape(json.dumps(model, ensure_ascii=False))}
+        if re.search(rf"^#\s+(?:{'|'.join(sorted(keys))}):", text, re.M):
+            found.append(model)
+    return tuple(found)
+
 
 
 def _count(n: int, word: str) -> str:
@@ -262,6 +287,25 @@ class Report:
 _SOURCE_WORDS = {CATALOG: "by the catalog's models", REPORTED: "by the cost the spans report", GENAI_PRICES: "by genai-prices"}
 
 
+def _used_tokens(run: AgentRun, model: str) -> bool:
+    """Whether the run's calls of `model` used any token: the price of one that used none changes no cost."""
+    return any(call.model == model and (call.input_tokens or call.output_tokens) for call in run.llm_calls)
+
+
+def _catalog_text(source: str) -> str:
+    """The catalog file's text, for its commented lines ("" for the packaged catalog or one not read from a file)."""
+    if source.startswith("<"):
+        return ""
+    try:
+        with open(source, encoding="utf-8", errors="replace") as file:
+            return file.read(MAX_CATALOG_SCAN)
+    except OSError:
+        return ""
+
+
+MAX_CATALOG_SCAN = 10_000_000  # characters of a catalog file searched for commented model lines
+
+
 def llm_prices_note(report: Report) -> str | None:
     """Where the LLM calls' prices came from, in one sentence (the models nothing prices are in `coverage`);
     None without LLM calls."""
@@ -271,7 +315,10 @@ def llm_prices_note(report: Report) -> str | None:
     priced = [f"{by_source[s]:,} {_SOURCE_WORDS[s]}" for s in PRICE_SOURCES if s != UNPRICED and by_source.get(s)]
     note = "LLM calls priced: " + (", ".join(priced) if priced else "none")
     if by_source.get(UNPRICED):
-        note += f"; {by_source[UNPRICED]:,} unpriced by every source, not in the runs' cost (their models: see Coverage)"
+        unpriced = by_source[UNPRICED]
+        listed = sum(n for _, n in report.coverage.unpriced_models)
+        note += f"; {unpriced:,} unpriced by every source, not in the runs' cost"
+        note += " (their models: see Coverage)" if listed else " (they used no tokens: they cost nothing)"
     return note + "."
 
 
@@ -419,7 +466,7 @@ class ReportBuilder:
             acc.durations.observe(evaluation.duration_s)
         self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
         for model in evaluation.unpriced_models:
-            if model in self._unpriced or len(self._unpriced) < MAX_AGENTS:
+            if (model in self._unpriced or len(self._unpriced) < MAX_AGENTS) and _used_tokens(run, model):
                 self._unpriced[model] += 1
         self._keep_if_worst(run, key[0])
 
@@ -478,7 +525,9 @@ class ReportBuilder:
             if not acc.known:
                 unknown[tool] += acc.calls
         by_calls = lambda item: (-item[1], item[0])  # noqa: E731
-        coverage = Coverage(tuple(sorted(unknown.items(), key=by_calls)), tuple(sorted(self._unpriced.items(), key=by_calls)))
+        unpriced = tuple(sorted(self._unpriced.items(), key=by_calls))
+        coverage = Coverage(tuple(sorted(unknown.items(), key=by_calls)), unpriced,
+                            commented_models(_catalog_text(self.catalog.source), (m for m, _ in unpriced)) if unpriced else ())
         return Report(groups=tuple(groups), poor_choices=tuple(poor), inputs=inputs, catalog=self.catalog.source,
                       environment=self.environment or self.catalog.default_environment,
                       thresholds=self.catalog.thresholds_for(self.environment), calls=self.calls, runs=self.runs,
