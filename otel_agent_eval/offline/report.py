@@ -14,6 +14,7 @@ the `worst_runs` lowest-health runs (a bounded heap) with their tool sequences.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import re
 from collections import Counter
@@ -216,15 +217,12 @@ class Coverage:
 def commented_models(text: str, models: Iterable[str]) -> tuple[str, ...]:
     """The models a commented line of the catalog text names as a key (`#   name: ...`, the name plain or
     quoted as a draft writes it): priced there once the user uncomments and fills the line in."""
-    import json
-
     found = []
     for model in models:
         keys = {re.escape(model), re.escape(json.dumps(model, ensure_ascii=False))}
         if re.search(rf"^#\s+(?:{'|'.join(sorted(keys))}):", text, re.M):
             found.append(model)
     return tuple(found)
-
 
 
 def _count(n: int, word: str) -> str:
