@@ -156,3 +156,31 @@ def test_catalog_error_is_a_value_error_with_parts():
             """), source="c.yaml")
     error = caught.value
     assert (error.source, error.path, error.line) == ("c.yaml", "tools.search.cost_usd", 2)
+
+
+def test_describe_catalog_aligns_long_names_and_lists_model_prices(tmp_path):
+    from otel_agent_eval.config.catalog import check_summary, describe_catalog
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "tools:\n"
+        "  precipitation_forecast_for_the_whole_week: {cost_usd: 0.001, latency_ms: 5, capabilities: [weather], complexity: simple}\n"
+        "  a: {cost_usd: 0.02, latency_ms: 1200, latency_slo_ms: 3000, capabilities: [weather], complexity: advanced}\n"
+        "tasks:\n"
+        "  Weather Forecaster for the coast: {capability: weather, match: {gen_ai.agent.name: [Weather Forecaster]}}\n"
+        "models:\n"
+        "  nonexistent-model-id-12345: {input_per_1k: 0.001, output_per_1k: 0.002}\n", encoding="utf-8")
+    catalog = load_catalog(path)
+    text = describe_catalog(catalog)
+    blocks = text.split("\n\n")
+    tools, tasks, models = blocks[1].splitlines(), blocks[2].splitlines(), blocks[3].splitlines()
+    for table, left in ((tools, ("tier", "capabilities")), (tasks, ("capability", "profile", "optimal tool", "match"))):
+        for header in left:  # a left-aligned column starts where its header does, in every row
+            start = table[0].index(header)
+            assert all(row[start - 2:start] == "  " and row[start] != " " for row in table[1:]), (header, table)
+    assert tools[1].split() == ["precipitation_forecast_for_the_whole_week", "0.0010", "5ms", "-", "simple", "weather"]
+    assert tools[0].index("cost $") + len("cost $") == tools[1].index("0.0010") + len("0.0010")  # right-aligned numbers
+    assert tasks[1].startswith("Weather Forecaster for the coast  weather  ")
+    assert models == ["model                       input $/1k  cached input $/1k  output $/1k",
+                      "nonexistent-model-id-12345       0.001                  -        0.002"]
+    assert check_summary(catalog) == "2 tools, 1 task"

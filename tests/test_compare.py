@@ -250,7 +250,7 @@ def test_cli_bad_input_exits_2_with_one_line(traces, tmp_path):
     cases: list[tuple[list[str], str]] = [
         (["missing", main], "otel-agent-eval: base: missing: no such file or directory\n"),
         ([main, "empty"], "otel-agent-eval: head: empty: no files in this directory\n"),
-        ([main, "plain.json"], "otel-agent-eval: head: plain.json: no tool calls or agent runs in 1 spans\n"),
+        ([main, "plain.json"], "otel-agent-eval: head: plain.json: no tool calls or agent runs in 1 span\n"),
         ([main, main, "--catalog", "nope.yaml"], "otel-agent-eval: nope.yaml: cannot read the file: No such file or directory\n"),
         ([main, main, "--environment", "moon"], "unknown environment 'moon'"),
         ([main, main, "--resamples", "5"], "otel-agent-eval: resamples must be at least 100 (got 5)\n"),
@@ -266,3 +266,20 @@ def test_cli_bad_input_exits_2_with_one_line(traces, tmp_path):
     assert code == 2 and out == ""
     assert err.splitlines()[-1] == "otel-agent-eval: base: garbage.txt: no spans could be read from 1 file"
     assert err.splitlines()[0].startswith("otel-agent-eval: base: garbage.txt") and len(err.splitlines()) == 2
+
+
+def test_nothing_testable_says_so_and_exits_0_with_a_note_under_fail_on_regression(tmp_path):
+    """One run a side: every metric untested; the result line says nothing could be tested (not "0 regressions"), and
+    --fail-on-regression exits 0 (nothing regressed) with the same words on stderr for the CI log."""
+    write(tmp_path / "a" / "t.json", agent_traces(6, switched=0.0, runs=1, math_runs=0))
+    write(tmp_path / "b" / "t.json", agent_traces(7, switched=1.0, runs=1, math_runs=0))
+    code, out, err = compare_cli("a", "b", "--fail-on-regression", cwd=tmp_path)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("Base a: 1 run, ") and ". Head b: 1 run, " in lines[0]
+    assert "no comparison tested" in lines[2] and "0 tested comparisons" not in out
+    assert "not tested: 1 run, 20 needed" in out and "1 runs" not in out
+    assert lines[-1] == ("Result: nothing could be tested (20 runs needed per side for an agent/task group; the reasons are "
+                         "in the verdicts), so no regression could be found.")
+    assert err == f"otel-agent-eval: --fail-on-regression: {lines[-1][len('Result: '):-1]}\n"
+    code, out, err = compare_cli("a", "b", cwd=tmp_path)
+    assert (code, err) == (0, "") and out.splitlines()[-1].startswith("Result: nothing could be tested")

@@ -330,3 +330,16 @@ def test_ctrl_c_ends_cleanly_with_the_summary(tmp_path, started_with):
         proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "Summary:" in out and "interrupted" in out
+
+
+def test_worst_picks_say_1_call_in_the_singular():
+    import dataclasses
+
+    from otel_agent_eval.tools.demo.display import _worst_lines
+    from otel_agent_eval.tools.demo.readback import ToolRow
+
+    fields = {f.name: 0 for f in dataclasses.fields(ToolRow)}
+    one = ToolRow(**{**fields, "agent": "support", "task": "faq", "tool": "web_search", "optimal_tool": "local_index",
+                     "pick": "suboptimal", "calls": 1, "mean_efficiency": 0.5, "wasted_usd": 0.001})
+    lines = _worst_lines([one, dataclasses.replace(one, tool="x", calls=2)])
+    assert "      1 call   efficiency 0.50" in lines[1] and "      2 calls  efficiency 0.50" in lines[2]

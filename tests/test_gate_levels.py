@@ -161,7 +161,7 @@ def test_cli_exit_1_with_one_line_per_failing_gate(files):
     assert err == "otel-agent-eval: gate failed: support_agent/faq: completion 0.8 < 0.85 (ci fail level)\n"
     assert ("environment ci: efficiency warns below 0.5, fails below 0.1; completion fails below 0.85 (warns below 0.9); "
             "p95_latency_ms fails above 8000; wasted_per_run_usd fails above 0.001 (warns above 0.0005).") in out
-    assert "Gate: FAILED for 1 of 1 agent/task groups." in out
+    assert "Gate: FAILED for 1 of 1 agent/task group." in out
 
     code, _, err = main_in_process(["traces.json", "--catalog", "catalog.yaml", "--env", "strict"], files)
     assert code == 1 and err.splitlines() == [

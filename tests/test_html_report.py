@@ -307,3 +307,80 @@ def test_html_into_a_missing_directory_is_one_line_and_nothing_written(app, tmp_
     assert (code, out) == (2, "")
     assert err == "otel-agent-eval: --html no/such/dir/r.html: the directory no/such/dir does not exist\n"
     assert set(tmp_path.iterdir()) == before
+
+
+# -- the latency chart's labels and axis --------------------------------------------------------------------
+
+LONG_TOOL = "analyze_image_metadata_and_then_some_more_words_that_no_column_fits"
+
+
+def tool_traces(tools: dict[str, int], model: str | None = None) -> list[Any]:
+    """One agent run calling each tool once, `tools` mapping the name to the call's duration in ns (and `model`
+    once, when given)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("latency")
+    t = 1_750_000_000_000_000_000
+    root = tracer.start_span("invoke_agent planner", start_time=t, attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
+    for tool, ns in tools.items():
+        span = tracer.start_span(f"execute_tool {tool}", context=set_span_in_context(root), start_time=t,
+                                 attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})
+        span.end(end_time=t + ns)
+        t += ns
+    if model is not None:
+        tracer.start_span(f"chat {model}", context=set_span_in_context(root), start_time=t, attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.usage.input_tokens": 100,
+            "gen_ai.usage.output_tokens": 10}).end(end_time=t + 10**6)
+    root.end(end_time=t + 10**6)
+    return list(memory.get_finished_spans())
+
+
+MEASURE = """<script>
+const svg = document.getElementById("latency-chart");
+const box = svg.viewBox.baseVal;
+const out = [...svg.querySelectorAll("text")].map(t => {
+  const b = t.getBBox();
+  const text = [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.data).join("");  // not its <title>
+  return {text, left: b.x, right: b.x + b.width, inside: b.x >= box.x - 0.5 && b.x + b.width <= box.width + 0.5};
+});
+const pre = document.createElement("pre");
+pre.id = "measured";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_latency_labels_fit_their_column_and_ticks_below_a_millisecond_read_so(chromium, tmp_path):
+    tools = {"analyze_image_metadata": 13 * 10**6, "precipitation_forecast": 300_000, "search_knowledge": 680 * 10**6,
+             LONG_TOOL: 4 * 10**6, "ab": 2 * 10**6}
+    report = score_traces(write(tmp_path / "t.json", collector_lines(tool_traces(tools))))
+    html = render_html(report, evaluate_gate(report))
+    chart = html[html.index('<svg id="latency-chart"'):html.index("</svg>", html.index('<svg id="latency-chart"'))]
+    assert f"<title>{LONG_TOOL} (unknown)</title>" in chart  # the whole name, where it is clipped
+    assert LONG_TOOL[:30] in chart and f"{LONG_TOOL} (unknown)</text>" not in chart and "…</text>" in chart
+    assert ">0.1 ms</text>" in chart and ">1 ms</text>" in chart and ">0 ms</text>" not in chart
+    # measured in the browser: every label starts inside the chart and ends left of the plot
+    page = tmp_path / "measure.html"
+    page.write_text(html.replace("default-src 'none'; style-src 'unsafe-inline'", "default-src 'none'; style-src 'unsafe-inline'; "
+                                 "script-src 'unsafe-inline'").replace("</main>", "</main>" + MEASURE), encoding="utf-8")
+    seen = browse(chromium, page, tmp_path / "browser")
+    measured = json.loads(seen.inside("measured"))
+    labels = {m["text"]: m for m in measured if "(unknown)" in m["text"] or m["text"].startswith(LONG_TOOL[:20])}
+    assert len(labels) == len(tools), measured
+    assert all(m["left"] >= 0 for m in labels.values()), labels
+    assert all(m["inside"] for m in measured), [m for m in measured if not m["inside"]]
+    shortest = labels["ab (unknown)"]
+    assert all(m["right"] == pytest.approx(shortest["right"], abs=1) for m in labels.values())  # right-aligned, uncut
+
+
+def test_singular_counts_and_the_unknown_tools_note_only_with_unknown_tools(tmp_path):
+    report = score_traces(write(tmp_path / "t.json", collector_lines(tool_traces({"web_search": 10**6}, "no-such-model-1"))))
+    html = render_html(report, evaluate_gate(report))
+    assert "spans from 1 file" in html and "1 agent run;" in html and "1 agent runs" not in html
+    assert "lacks 1 model price (no-such-model-1: 1 call)." in html
+    assert "Unknown tools score 0." not in html  # web_search is in the packaged catalog; only a price is missing
+    assert "(no agent)" not in html and "planner" in html
+    unknown = score_traces(write(tmp_path / "u.json", collector_lines(tool_traces({"not_in_the_catalog": 10**6}))))
+    assert "Unknown tools score 0." in render_html(unknown, evaluate_gate(unknown))

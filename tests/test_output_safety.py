@@ -176,7 +176,7 @@ def test_names_printed_by_score_cannot_forge_lines_or_escape(tmp_path):
     code, out, err = main_in_process(["t.json", "--fail-under", "completion=0.5"], tmp_path)
     assert code == 1
     lines = out.splitlines()
-    assert [line for line in lines if line.startswith("Gate:")] == [lines[-1]] == ["Gate: FAILED for 1 of 1 agent/task groups."]
+    assert [line for line in lines if line.startswith("Gate:")] == [lines[-1]] == ["Gate: FAILED for 1 of 1 agent/task group."]
     assert "evil\\nGate: passed (9 agent/task groups).\\rX" in out and "\\x1b[31mRED\\u202e" in out
     assert not RAW.search(out) and not RAW.search(err.replace("\n", ""))
     assert err.count("\n") == len(err.splitlines()) >= 2

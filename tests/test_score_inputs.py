@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 import zstandard
@@ -167,7 +169,7 @@ def test_junit_per_run_has_one_case_per_run_failing_with_the_reason(app, tmp_pat
     write(tmp_path / "t.json", collector_lines(app.spans()))
     runs = []
     report = score_traces(tmp_path / "t.json", on_run=runs.append)
-    failing = {f"{r.root_name} trace {r.trace_id:032x}": r.evaluation.completion_reason for r in runs
+    failing = {f"{r.root_name} trace {r.trace_id:032x} span {r.root_span_id:016x}": r.evaluation.completion_reason for r in runs
                if not r.evaluation.completed}
     assert failing and len(failing) < len(runs)
 
@@ -192,6 +194,23 @@ def test_junit_per_run_has_one_case_per_run_failing_with_the_reason(app, tmp_pat
     code, _, _ = main_in_process(["t.json", "--junit", "groups.xml", "--fail-under", "efficiency=0"], tmp_path)
     groups = ET.parse(tmp_path / "groups.xml").getroot().find("testsuite").findall("testcase")
     assert code == 0 and len(groups) == len(report.groups)  # the default stays one case per agent and task
+
+
+CREWAI = Path("/work/shared/real-traces/sideseat-crewai/traces-crewai.otlp.jsonl.gz")
+
+
+@pytest.mark.skipif(not CREWAI.exists(), reason="the recorded CrewAI traces are not on this machine")
+def test_junit_run_cases_are_unique_when_a_trace_holds_several_runs_of_one_agent(tmp_path):
+    """CrewAI: one trace, several runs of the same agent (4 of Crew Manager): CI test views key on classname and name,
+    and would merge or overwrite cases that share both."""
+    code, _, err = main_in_process([str(CREWAI), "--junit", "runs.xml", "--junit-cases", "run"], tmp_path)
+    assert code in (0, 1), err
+    cases = ET.parse(tmp_path / "runs.xml").getroot().find("testsuite").findall("testcase")
+    keys = [(c.get("classname"), c.get("name")) for c in cases]
+    assert len(keys) == len(set(keys)) == 20
+    manager = sorted(name for classname, name in keys if classname == "otel-agent-eval.Crew Manager.(unrouted)")
+    assert len(manager) == 4 and len({name.split(" span ")[0] for name in manager}) == 1  # one trace, four root spans
+    assert all(re.fullmatch(r"Crew Manager trace [0-9a-f]{32} span [0-9a-f]{16}", name) for name in manager)
 
 
 def test_junit_cases_run_without_junit_is_bad_input(app, tmp_path):

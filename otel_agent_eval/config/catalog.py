@@ -1231,3 +1231,43 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
         gates=gates,
         _by_alias=by_alias,
     )
+
+
+# -- `catalog show` and `catalog check` ------------------------------------------------------------------------
+
+def check_summary(catalog: Catalog) -> str:
+    """What `catalog check` counts in a valid catalog: `2 tools, 1 task`."""
+    tools, tasks = len(catalog.tools), len(catalog.tasks)
+    return f"{tools:,} tool{'' if tools == 1 else 's'}, {tasks:,} task{'' if tasks == 1 else 's'}"
+
+
+def describe_catalog(catalog: Catalog) -> str:
+    """A plain-text overview of a catalog (`catalog show`): tools, tasks, model prices, profiles, thresholds; each
+    column as wide as its longest cell."""
+    lines = [f"Catalog {catalog.source}", ""]
+    lines += _columns(
+        ["tool", "cost $", "latency", "slo", "tier", "capabilities"],
+        [[t.name, f"{t.cost_usd:.4f}", f"{t.latency_ms:g}ms", f"{t.latency_slo_ms:g}ms" if t.latency_slo_ms else "-",
+          t.complexity, ", ".join(t.capabilities)] for t in catalog.tools.values()], right=(1, 2, 3))
+    if catalog.tasks:
+        lines += [""] + _columns(
+            ["task", "capability", "profile", "optimal tool", "match"],
+            [[r.name, r.capability, r.profile or catalog.default_profile, r.optimal_tool or "(best by profile)",
+              ", ".join(f"{k}={'|'.join(v)}" for k, v in r.match.items()) or "-"] for r in catalog.tasks])
+    if catalog.models:
+        lines += [""] + _columns(
+            ["model", "input $/1k", "cached input $/1k", "output $/1k"],
+            [[name, f"{m.input_per_1k:g}", "-" if m.cached_input_per_1k is None else f"{m.cached_input_per_1k:g}",
+              f"{m.output_per_1k:g}"] for name, m in catalog.models.items()], right=(1, 2, 3))
+    lines += ["", "profiles: " + ", ".join(f"{p.name} (cost {p.cost_weight:g} / latency {p.latency_weight:g})"
+                                           for p in catalog.profiles.values())]
+    lines.append("thresholds: " + ", ".join(f"{t.environment} (warn < {t.warn:g}, fail < {t.fail:g})"
+                                            for t in catalog.thresholds.values()))
+    lines.append(f"defaults: profile {catalog.default_profile}, environment {catalog.default_environment}")
+    return "\n".join(lines)
+
+
+def _columns(headers: list[str], rows: list[list[str]], right: tuple[int, ...] = ()) -> list[str]:
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            for row in [headers, *rows]]

@@ -195,7 +195,8 @@ class Comparison:
 
     def describe_method(self) -> str:
         return (f"{self.method}: percentile interval of head - base over {self.resamples:,} resamples of runs (seed {self.seed}); "
-                f"{self.confidence:.0%} family-wise over {self.tests} tested comparisons (Bonferroni)")
+                + (f"{self.confidence:.0%} family-wise over {self.tests:,} tested comparison{'s' if self.tests != 1 else ''} (Bonferroni)"
+                   if self.tests else "no comparison tested"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -342,9 +343,9 @@ def _untested(base: _Group | None, head: _Group | None, metric: str) -> str:
     if metric in _QUANTILES:
         needed = math.ceil(MIN_TAIL_RUNS / (1 - _QUANTILES[metric]) - 1e-9)
         fewest = min(len(base.durations), len(head.durations))
-        return f"{fewest} runs with a duration, {needed} needed" if fewest < needed else ""
+        return f"{fewest} run{'' if fewest == 1 else 's'} with a duration, {needed} needed" if fewest < needed else ""
     fewest = min(base.runs, head.runs)
-    return f"{fewest} runs, {MIN_RUNS} needed" if fewest < MIN_RUNS else ""
+    return f"{fewest} run{'' if fewest == 1 else 's'}, {MIN_RUNS} needed" if fewest < MIN_RUNS else ""
 
 
 def _resampled(group: _Group, metrics: Sequence[str], resamples: int, rng: random.Random) -> dict[str, list[float]]:

@@ -1,6 +1,7 @@
 """`otel-agent-eval compare BASE HEAD`: two sets of recorded traces side by side per agent and task; gate on regressions.
 
-Exit codes: 0 no regression (or regressions without --fail-on-regression), 1 a regression
+Exit codes: 0 no regression (or regressions without --fail-on-regression; also when nothing could be tested,
+which the result line says, and stderr too under --fail-on-regression), 1 a regression
 with --fail-on-regression (one line per regression on stderr), 2 bad input (a missing path,
 an empty directory, a broken catalog, a side with nothing readable or nothing to score).
 """
@@ -12,10 +13,10 @@ import sys
 
 from ..config.catalog import load_catalog
 from ..config.settings import Settings
-from ..offline.compare import DEFAULT_RESAMPLES, MAX_RESAMPLES, Change, Comparison, compare_traces
+from ..offline.compare import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RUNS, Change, Comparison, compare_traces
 from ..offline.report import Report, printable
 from .options import add_catalog_arguments
-from .score_table import _ratio, _seconds, _table
+from .score_table import _ratio, _seconds, _table, agent_label, plural, task_label
 
 __all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
 
@@ -53,6 +54,8 @@ def run_compare(args: argparse.Namespace) -> int:
         print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:
         print(render_comparison(comparison, base=args.base, head=args.head))
+    if args.fail_on_regression and not tested(comparison):  # exit 0: nothing regressed, but the log says why
+        _error(f"--fail-on-regression: {nothing_tested()}")
     if args.fail_on_regression and comparison.regressions:
         for change in comparison.regressions:
             _error(f"regression: {change}")
@@ -63,16 +66,17 @@ def run_compare(args: argparse.Namespace) -> int:
 def _nothing_to_compare(report: Report) -> str:
     inputs = report.inputs
     if inputs.spans == 0:
-        return f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}"
+        return f"no spans could be read from {plural(inputs.files, 'file')}"
     if report.calls == 0 and report.runs == 0:
-        return f"no tool calls or agent runs in {inputs.spans:,} spans"
+        return f"no tool calls or agent runs in {plural(inputs.spans, 'span')}"
     return ""
 
 
 def render_comparison(comparison: Comparison, *, base: str = "base", head: str = "head") -> str:
     b, h = comparison.base, comparison.head
     lines = [
-        f"Base {base}: {b.runs:,} runs, {b.calls:,} tool calls. Head {head}: {h.runs:,} runs, {h.calls:,} tool calls.",
+        f"Base {base}: {plural(b.runs, 'run')}, {plural(b.calls, 'tool call')}. "
+        f"Head {head}: {plural(h.runs, 'run')}, {plural(h.calls, 'tool call')}.",
         f"Catalog {h.catalog}; environment {h.environment}.",
         f"Beyond noise: {comparison.describe_method()}; a regression is worse with its interval excluding zero.",
         "",
@@ -81,7 +85,7 @@ def render_comparison(comparison: Comparison, *, base: str = "base", head: str =
     for group in comparison.groups:
         first = True
         for change in group.changes:
-            rows.append([group.agent or "-", group.task or "-",
+            rows.append([agent_label(group.agent), task_label(group.task),
                          f"{group.base_runs:,}" if first else "", f"{group.head_runs:,}" if first else "",
                          LABELS[change.metric], _value(change.metric, change.base), _value(change.metric, change.head),
                          _value(change.metric, change.delta, signed=True), _interval(change), _verdict(change)])
@@ -93,16 +97,29 @@ def render_comparison(comparison: Comparison, *, base: str = "base", head: str =
         lines += ["", "Per tool (side by side, not tested; calls and money wasted per run of the group):"]
         lines += _table(
             ["agent", "task", "tool", "calls/run", "efficiency", "wasted/run", "call p95", "call p99", "optimal tool"],
-            [[t.agent or "-", t.task or "-", t.tool, _pair(t.base_calls_per_run, t.head_calls_per_run, "{:.2f}"),
+            [[agent_label(t.agent), task_label(t.task), t.tool, _pair(t.base_calls_per_run, t.head_calls_per_run, "{:.2f}"),
               _pair(t.base_efficiency, t.head_efficiency, "{:.2f}"),
               _pair(t.base_wasted_per_run_usd, t.head_wasted_per_run_usd, "${:.5f}"),
               f"{_seconds(t.base_p95_s)} -> {_seconds(t.head_p95_s)}", f"{_seconds(t.base_p99_s)} -> {_seconds(t.head_p99_s)}",
               t.optimal_tool or "-"] for t in tools], right=range(3, 8))
     regressions, improvements = comparison.regressions, comparison.improvements
+    if not tested(comparison):
+        lines += ["", f"Result: {nothing_tested()}."]
+        return "\n".join(lines)
     lines += ["", f"Result: {_count(len(regressions), 'regression')}"
               + (f" ({', '.join(f'{printable(c.group)} {LABELS[c.metric]}' for c in regressions)})" if regressions else "")
               + f", {_count(len(improvements), 'improvement')} beyond noise."]
     return "\n".join(lines)
+
+
+def tested(comparison: Comparison) -> bool:
+    """Whether any metric of any group was tested (had enough runs on both sides)."""
+    return any(c.tested for c in comparison.changes)
+
+
+def nothing_tested() -> str:
+    return (f"nothing could be tested ({MIN_RUNS} runs needed per side for an agent/task group; the reasons are in the "
+            "verdicts), so no regression could be found")
 
 
 def _value(metric: str, value: float | None, *, signed: bool = False) -> str:

@@ -17,7 +17,7 @@ from html import escape
 
 from ..offline.gate import GateResult
 from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary, llm_prices_note, printable
-from .score_table import priced_by
+from .score_table import agent_label, coverage_line, plural, priced_by, task_label
 
 __all__ = ["format_seconds", "format_usd", "render_html"]
 
@@ -27,6 +27,8 @@ TOP_LATENCY_TOOLS = 20
 MAX_PROBLEMS = 4  # per worst run
 WIDTH = 760  # the charts' viewBox width; they scale to the page
 HALF_WIDTH = 500  # the histograms', two side by side
+LABEL_CHAR_W = 7.2  # a generous width of one character of 12-unit chart text (DejaVu Sans, the widest common default)
+MAX_LABEL_W = 300  # the latency chart's label column at most (longer names clipped, whole in their <title>)
 
 PASS, WARN, FAIL, INK, MUTED, GRID = "#2a9d8f", "#e9a23b", "#d1495b", "#1f2933", "#5f6b7a", "#e4e7eb"
 OUTCOME_CLASSES = {"optimal": "ok", "acceptable": "ok", "suboptimal": "warn", "unknown_tool": "unknown", "error": "bad"}
@@ -81,8 +83,8 @@ def render_html(report: Report, gate: GateResult | None = None, *, title: str = 
         (format_usd(report.wasted_usd), "money wasted"),
         ("-" if not runs else f"{100 * completed / runs:.0f}%", "runs completed"),
     ]
-    meta = (f"{inputs.spans:,} spans from {inputs.files:,} file{'s' if inputs.files != 1 else ''}"
-            + (f", {skipped:,} unreadable records or spans skipped" if skipped else "")
+    meta = (f"{plural(inputs.spans, 'span')} from {plural(inputs.files, 'file')}"
+            + (f", {plural(skipped, 'unreadable record or span', 'unreadable records or spans')} skipped" if skipped else "")
             + f" · catalog {report.catalog} · environment {report.environment}: efficiency warns below {t.warn:g}, "
               f"fails below {t.fail:g}")
     body = [
@@ -154,9 +156,11 @@ def _gate_html(gate: GateResult | None) -> str:
         return '<div class="gate none">Gate: nothing to check.</div>'
     if gate.passed:
         warned = len({c.group for c in gate.warnings})
-        return f'<div class="gate passed">Gate: passed{_e(f" ({warned} groups with warnings)" if warned else "")}</div>'
+        note = f" ({plural(warned, 'group')} with warnings)" if warned else ""
+        return f'<div class="gate passed">Gate: passed{_e(note)}</div>'
     items = "".join(f"<li>{_e(c)}</li>" for c in gate.failed)
-    return f'<div class="gate failed">Gate: FAILED for {len({c.group for c in gate.failed})} agent/task groups<ul>{items}</ul></div>'
+    failed = plural(len({c.group for c in gate.failed}), "agent/task group")
+    return f'<div class="gate failed">Gate: FAILED for {failed}<ul>{items}</ul></div>'
 
 
 def _coverage_html(report: Report, next_step: str | None) -> str:
@@ -167,7 +171,7 @@ def _coverage_html(report: Report, next_step: str | None) -> str:
     rows = [*(["tool", _e(name), f"{calls:,}"] for name, calls in coverage.unknown_tools),
             *(["model price", _e(name), f"{calls:,}"] for name, calls in coverage.unpriced_models)]
     command = f"<p>Draft what it lacks: <code>{_e(next_step)}</code></p>" if next_step else ""
-    return _section("Coverage: what the catalog lacks", f"<p>{_e(coverage.describe())}. Unknown tools score 0.</p>{command}"
+    return _section("Coverage: what the catalog lacks", f"<p>{_e(coverage_line(report))}</p>{command}"
                     + _table(["missing", "name", "calls"], rows, numeric=(2,)))
 
 
@@ -259,12 +263,12 @@ def _efficiency_chart(report: Report) -> str:
         "efficiency-chart", counts=counts, low=0.0, high=1.0, x_label="Per-call efficiency (0–1)", y_label="Tool calls",
         color=lambda x: FAIL if x < t.fail else WARN if x < t.warn else PASS, x_format="{:.2f}",
         markers=[(t.fail, f"fail {t.fail:g}", FAIL), (t.warn, f"warn {t.warn:g}", "#b7791f")])
-    desc = (f"Histogram of the efficiency of {total:,} tool calls in {EFFICIENCY_BINS} bins from 0 to 1; mean "
-            f"{mean:.2f}; {below_fail:,} calls in bins below the fail level {t.fail:g}, warn level {t.warn:g}.")
+    desc = (f"Histogram of the efficiency of {plural(total, 'tool call')} in {EFFICIENCY_BINS} bins from 0 to 1; mean "
+            f"{mean:.2f}; {plural(below_fail, 'call')} in bins below the fail level {t.fail:g}, warn level {t.warn:g}.")
     rows = [[f"{i / EFFICIENCY_BINS:.2f}–{(i + 1) / EFFICIENCY_BINS:.2f}", f"{c:,}"] for i, c in enumerate(counts)]
     legend = _legend([(PASS, f"≥ warn {t.warn:g}"), (WARN, f"below warn {t.warn:g}"), (FAIL, f"below fail {t.fail:g}")])
     return _figure("efficiency-chart", "Efficiency distribution", desc, svg, height,
-                   f"{total:,} tool calls; mean efficiency {mean:.2f} (1 is the catalog's optimal tool at its price and latency).",
+                   f"{plural(total, 'tool call')}; mean efficiency {mean:.2f} (1 is the catalog's optimal tool at its price and latency).",
                    _table(["efficiency", "calls"], rows, numeric=(1,)), legend, HALF_WIDTH)
 
 
@@ -279,12 +283,12 @@ def _health_chart(report: Report) -> str:
         color=lambda x: FAIL if x < 50 else WARN if x < 80 else PASS, x_format="{:.0f}",
         markers=[(mean, f"mean {mean:.0f}", INK)])
     width = 100 // HEALTH_BINS
-    desc = (f"Histogram of the health of {total:,} agent runs in {HEALTH_BINS} bins from 0 to 100; mean {mean:.1f}; "
-            f"{sum(counts[:50 // width]):,} runs below 50.")
+    desc = (f"Histogram of the health of {plural(total, 'agent run')} in {HEALTH_BINS} bins from 0 to 100; mean {mean:.1f}; "
+            f"{plural(sum(counts[:50 // width]), 'run')} below 50.")
     rows = [[f"{i * width}–{(i + 1) * width}", f"{c:,}"] for i, c in enumerate(counts)]
     legend = _legend([(PASS, "80 and above"), (WARN, "50–80"), (FAIL, "below 50")])
     return _figure("health-chart", "Run health distribution", desc, svg, height,
-                   f"{total:,} agent runs; mean health {mean:.1f} (completion, tool accuracy, cost and latency).",
+                   f"{plural(total, 'agent run')}; mean health {mean:.1f} (completion, tool accuracy, cost and latency).",
                    _table(["health", "runs"], rows, numeric=(1,)), legend, HALF_WIDTH)
 
 
@@ -303,11 +307,11 @@ def _waste_chart(report: Report) -> str:
         name = f"{p.tool} → {p.optimal_tool}"
         out.append(f'<text x="{label_w - 8}" y="{y + 13}" text-anchor="end" font-size="12">{_e(_clip(name, 44))}</text>')
         out.append(f'<text x="{label_w - 8}" y="{y + 25}" text-anchor="end" font-size="10" fill="{MUTED}">'
-                   f'{_e(_clip("task " + (p.task or "(unrouted)"), 50))}</text>')
-        tip = f"{name} (task {p.task or '(unrouted)'}): {p.calls:,} calls, {format_usd(p.wasted_usd)} wasted"
+                   f'{_e(_clip("task " + task_label(p.task), 50))}</text>')
+        tip = f"{name} (task {task_label(p.task)}): {plural(p.calls, 'call')}, {format_usd(p.wasted_usd)} wasted"
         out.append(f'<rect x="{label_w}" y="{y + 5}" width="{_n(w)}" height="{row_h - 12}" rx="3" fill="{FAIL}">'
                    f'<title>{_e(tip)}</title></rect>')
-        out.append(f'<text x="{_n(label_w + w + 6)}" y="{y + 19}" font-size="11">{_e(format_usd(p.wasted_usd))} · {p.calls:,} calls</text>')
+        out.append(f'<text x="{_n(label_w + w + 6)}" y="{y + 19}" font-size="11">{_e(format_usd(p.wasted_usd))} · {plural(p.calls, "call")}</text>')
     axis_y = top + row_h * len(choices) + 4
     out.append(f'<line x1="{label_w}" x2="{label_w + plot_w}" y1="{axis_y}" y2="{axis_y}" stroke="{MUTED}"/>')
     out.append(f'<text class="x-label" x="{label_w + plot_w / 2}" y="{axis_y + 24}" text-anchor="middle" font-size="12">'
@@ -316,10 +320,10 @@ def _waste_chart(report: Report) -> str:
     desc = (f"Bars of the money wasted by the {len(choices)} costliest suboptimal tool choices, each a tool and the catalog's "
             f"optimal tool for its task; largest: {choices[0].tool} → {choices[0].optimal_tool}, "
             f"{format_usd(choices[0].wasted_usd)} over {choices[0].calls:,} calls.")
-    rows = [[_e(p.task or "(unrouted)"), _e(p.tool), _e(p.optimal_tool), f"{p.calls:,}", _e(format_usd(p.wasted_usd))]
+    rows = [[_e(task_label(p.task)), _e(p.tool), _e(p.optimal_tool), f"{p.calls:,}", _e(format_usd(p.wasted_usd))]
             for p in report.poor_choices]
     return _figure("waste-chart", "Money wasted by tool → optimal tool", desc, "\n".join(out), height,
-                   f"{format_usd(total)} wasted by {len(report.poor_choices)} suboptimal tool choices"
+                   f"{format_usd(total)} wasted by {plural(len(report.poor_choices), 'suboptimal tool choice')}"
                    + (f" (the {len(choices)} costliest shown)" if len(choices) < len(report.poor_choices) else "")
                    + f", of {format_usd(report.wasted_usd)} wasted in all (acceptable tools may cost more than the optimal one too).",
                    _table(["task", "tool", "optimal tool", "calls", "wasted"], rows, numeric=(3, 4)))
@@ -334,7 +338,10 @@ def _latency_chart(report: Report) -> str:
     hi = 10 ** math.ceil(math.log10(max(values, default=1.0)))
     if hi <= lo:
         hi = lo * 10
-    label_w, value_w, row_h, top = 160, 230, 34, 14
+    labels = [t.tool + ("" if t.known else " (unknown)") for t in tools]
+    label_w = min(MAX_LABEL_W, max(160, math.ceil(max(map(len, labels)) * LABEL_CHAR_W) + 16))
+    fits = int((label_w - 16) / LABEL_CHAR_W)  # characters of a label that fit its column; the rest clipped, whole in <title>
+    value_w, row_h, top = 230, 34, 14
     plot_w = WIDTH - label_w - value_w
     height = top + row_h * len(tools) + 40
 
@@ -347,17 +354,17 @@ def _latency_chart(report: Report) -> str:
     while decade <= hi * 1.0001:
         out.append(f'<line x1="{_n(x(decade))}" x2="{_n(x(decade))}" y1="{top - 4}" y2="{top + row_h * len(tools)}"/>')
         out.append(f'<text x="{_n(x(decade))}" y="{top + row_h * len(tools) + 14}" text-anchor="middle" font-size="11" '
-                   f'stroke="none">{_e(format_seconds(decade).replace(".00 s", " s"))}</text>')
+                   f'stroke="none">{_e(_tick_seconds(decade))}</text>')
         decade *= 10
     out.append("</g>")
     over = 0
-    for i, t in enumerate(tools):
+    for i, (t, label) in enumerate(zip(tools, labels)):
         y = top + i * row_h + row_h / 2
         breach = t.latency_slo_s is not None and t.p99_s is not None and t.p99_s > t.latency_slo_s
         over += breach
         color = FAIL if breach else PASS
-        out.append(f'<text x="{label_w - 8}" y="{_n(y + 4)}" text-anchor="end" font-size="12">'
-                   f'{_e(_clip(t.tool + ("" if t.known else " (unknown)"), 26))}</text>')
+        out.append(f'<text x="{label_w - 8}" y="{_n(y + 4)}" text-anchor="end" font-size="12"><title>{_e(label)}</title>'
+                   f'{_e(_clip(label, fits))}</text>')
         out.append(f'<line x1="{_n(x(t.p50_s))}" x2="{_n(x(t.p99_s))}" y1="{_n(y)}" y2="{_n(y)}" stroke="{color}" stroke-width="3"/>')
         for value, shape in ((t.p50_s, "p50"), (t.p95_s, "p95"), (t.p99_s, "p99")):
             r = {"p50": 4, "p95": 5, "p99": 6}[shape]
@@ -369,26 +376,26 @@ def _latency_chart(report: Report) -> str:
             out.append(f'<line x1="{_n(sx)}" x2="{_n(sx)}" y1="{_n(y - 10)}" y2="{_n(y + 10)}" stroke="{INK}" stroke-width="2.5">'
                        f'<title>{_e(f"{t.tool} SLO: {format_seconds(t.latency_slo_s)}")}</title></line>')
         text = f"p50 {format_seconds(t.p50_s)} · p95 {format_seconds(t.p95_s)} · p99 {format_seconds(t.p99_s)}"
-        slo = (f"SLO {format_seconds(t.latency_slo_s)}" + (f", p99 over it; {t.slo_violations:,} calls over" if breach else "")
+        slo = (f"SLO {format_seconds(t.latency_slo_s)}" + (f", p99 over it; {plural(t.slo_violations, 'call')} over" if breach else "")
                if t.latency_slo_s is not None else "no SLO in the catalog")
         out.append(f'<text x="{label_w + plot_w + 12}" y="{_n(y - 2)}" font-size="11">{_e(text)}</text>')
         out.append(f'<text x="{label_w + plot_w + 12}" y="{_n(y + 11)}" font-size="10" fill="{FAIL if breach else MUTED}">'
                    f'{_e(slo)}</text>')
     out.append(f'<text class="x-label" x="{label_w + plot_w / 2}" y="{height - 6}" text-anchor="middle" font-size="12">'
                f'Call duration (log scale)</text>')
-    desc = (f"Latency percentiles p50, p95 and p99 of {len(tools)} tools on a log scale, each against its catalog latency "
-            f"SLO where it has one; {over} tools have a p99 above their SLO.")
+    desc = (f"Latency percentiles p50, p95 and p99 of {plural(len(tools), 'tool')} on a log scale, each against its catalog latency "
+            f"SLO where it has one; {over} {'tool has' if over == 1 else 'tools have'} a p99 above their SLO.")
     rows = [[_e(t.tool), f"{t.calls:,}", _e(format_seconds(t.p50_s)), _e(format_seconds(t.p95_s)), _e(format_seconds(t.p99_s)),
              _e(format_seconds(t.latency_slo_s)), f"{t.slo_violations:,}"] for t in report.tool_latency]
     legend = _legend([(PASS, "p99 within the SLO (or no SLO)"), (FAIL, "p99 over the SLO"), (INK, "| the SLO")]) + \
         '<span>○ p50 · ● p95 · ⬤ p99</span>'
     return _figure("latency-chart", "Latency percentiles per tool against the SLO", desc, "\n".join(out), height,
-                   f"{over} of {len(tools)} tools shown have a p99 above the catalog's latency SLO.",
+                   f"{over} of {plural(len(tools), 'tool')} shown {'has' if over == 1 else 'have'} a p99 above the catalog's latency SLO.",
                    _table(["tool", "calls", "p50", "p95", "p99", "SLO", "calls over SLO"], rows, numeric=range(1, 7)), legend)
 
 
 def _groups_table(report: Report) -> str:
-    rows = [[_e(g.agent or "(no agent)"), _e(g.task or "(unrouted)"), f"{g.runs:,}",
+    rows = [[_e(agent_label(g.agent)), _e(task_label(g.task)), f"{g.runs:,}",
              "-" if g.completion is None else f"{100 * g.completion:.0f}%", _e(format_usd(g.cost_per_run_usd)),
              "-" if g.health is None else f"{g.health:.0f}", f"{g.calls:,}",
              "-" if g.efficiency is None else f"{g.efficiency:.2f}", _e(format_usd(g.wasted_usd)),
@@ -413,8 +420,8 @@ def _worst_runs(runs: Sequence[RunSummary]) -> str:
             shown = "; ".join(r.problems[:MAX_PROBLEMS]) + (f"; +{len(r.problems) - MAX_PROBLEMS} more" if len(r.problems) > MAX_PROBLEMS else "")
             sequence += f'<div class="problems">{_e(shown)}</div>'
         outcome = ("completed" if r.completed else "failed") + (f" ({r.completion_reason})" if r.completion_reason else "")
-        rows.append([f"{r.health:.0f}", _e(r.agent or "(no agent)") + f"<br><code>{_e(r.trace_id[:16])}</code>",
-                     _e(r.task or "(unrouted)"), _e(outcome), _e(format_usd(r.cost_usd)), _e(format_usd(r.wasted_usd)),
+        rows.append([f"{r.health:.0f}", _e(agent_label(r.agent)) + f"<br><code>{_e(r.trace_id[:16])}</code>",
+                     _e(task_label(r.task)), _e(outcome), _e(format_usd(r.cost_usd)), _e(format_usd(r.wasted_usd)),
                      _e(format_seconds(r.duration_s)), sequence])
     return ('<p class="meta">Tool calls in the order they ended: green optimal or acceptable, amber suboptimal, '
             'red failed, grey not in the catalog; hover a call for its outcome.</p>'
@@ -429,6 +436,11 @@ def _call_title(call: RunCall) -> str:
     if call.duration_s is not None:
         text += f", {format_seconds(call.duration_s)}"
     return text
+
+
+def _tick_seconds(seconds: float) -> str:
+    """A log axis tick: `0.1 ms`, `10 ms`, `1 s`, `100 s` (below 1 ms as such, never `0 ms`)."""
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _clip(text: str, limit: int) -> str:

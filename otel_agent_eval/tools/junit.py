@@ -25,8 +25,9 @@ from typing import Any
 from ..core.runs import AgentRun
 from ..offline.gate import GateResult
 from ..offline.report import GroupSummary, Report, printable
+from .score_table import agent_label, task_label
 
-__all__ = ["RunCases", "junit_xml", "run_failure"]
+__all__ = ["RunCases", "junit_xml", "run_case_name", "run_failure"]
 
 SUITE = "otel-agent-eval score"
 # characters XML 1.0 forbids (ElementTree writes them as they are, and the document would not parse)
@@ -40,8 +41,8 @@ def junit_xml(report: Report, gate: GateResult) -> str:
                           skipped="0")
     _properties(ET.SubElement(suite, "properties"), report)
     for group in report.groups:
-        case = ET.SubElement(suite, "testcase", classname=f"otel-agent-eval.{group.agent or '(no agent)'}",
-                             name=group.task or "(unrouted)")
+        case = ET.SubElement(suite, "testcase", classname=f"otel-agent-eval.{agent_label(group.agent)}",
+                             name=task_label(group.task))
         checks = gate.for_group(group.name)
         failed = [c for c in checks if c.level == "fail" and not c.passed]
         if failed:
@@ -85,6 +86,13 @@ def run_failure(run: AgentRun) -> str | None:
     return f"not completed: {evaluation.completion_reason}"
 
 
+def run_case_name(run: AgentRun) -> str:
+    """A run's test case name, unique per run (CI test views key on classname and name): what the run's record calls
+    its root (the agent's name for a run rooted at an agent span, the span's name for a trace's local root), its trace
+    id and its root span's id: `support_agent trace 4bf9…4736 span 00f067aa0ba902b7`."""
+    return f"{run.root_name or agent_label(run.agent)} trace {run.trace_id:032x} span {run.root_span_id:016x}"
+
+
 def _problems(run: AgentRun) -> list[str]:
     evaluation = run.evaluation
     assert evaluation is not None
@@ -111,8 +119,8 @@ class RunCases:
         self.tests += 1
         duration = evaluation.duration_s if evaluation.duration_s is not None and math.isfinite(evaluation.duration_s) else 0.0
         self.seconds += duration
-        case = ET.Element("testcase", classname=f"otel-agent-eval.{run.agent or '(no agent)'}.{run.task or '(unrouted)'}",
-                          name=f"{run.root_name} trace {run.trace_id:032x}", time=f"{duration:.6f}")
+        case = ET.Element("testcase", classname=f"otel-agent-eval.{agent_label(run.agent)}.{task_label(run.task)}",
+                          name=run_case_name(run), time=f"{duration:.6f}")
         failure, problems = run_failure(run), _problems(run)
         if failure is not None:
             self.failures += 1

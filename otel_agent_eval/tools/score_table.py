@@ -7,21 +7,22 @@ from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
 from ..offline.report import Report, llm_prices_note, printable
 
-__all__ = ["render_summary"]
+__all__ = ["NO_AGENT", "UNROUTED", "agent_label", "plural", "render_summary", "task_label"]
 
 TOP_CHOICES = 10
+NO_AGENT, UNROUTED = "(no agent)", "(unrouted)"  # as the gate, JUnit and HTML name a group without an agent or task
 
 
 def render_summary(report: Report, gate: GateResult, next_step: str | None = None) -> str:
     """The summary; `next_step` is the command that drafts what the catalog lacks (named under the tables)."""
     inputs, t = report.inputs, report.thresholds
     skipped = inputs.spans_skipped + inputs.records_skipped
-    notes = [f"{skipped:,} unreadable records or spans skipped"] if skipped else []
+    notes = [f"{plural(skipped, 'unreadable record or span', 'unreadable records or spans')} skipped"] if skipped else []
     if inputs.spans_duplicate:
-        notes.append(f"{inputs.spans_duplicate:,} repeated spans scored once")
+        notes.append(f"{plural(inputs.spans_duplicate, 'repeated span')} scored once")
     lines = [
-        f"Scored {report.calls:,} tool calls and {report.runs:,} agent runs from {inputs.spans:,} spans in {inputs.files:,} "
-        f"file{'s' if inputs.files != 1 else ''}" + (f" ({'; '.join(notes)})" if notes else "") + ".",
+        f"Scored {plural(report.calls, 'tool call')} and {plural(report.runs, 'agent run')} from {plural(inputs.spans, 'span')} "
+        f"in {plural(inputs.files, 'file')}" + (f" ({'; '.join(notes)})" if notes else "") + ".",
         f"Catalog {report.catalog}; environment {report.environment}: efficiency warns below {t.warn:g}, fails below {t.fail:g}"
         + "".join(f"; {_level(level)}" for level in report.gate_levels.values()) + ".",
         "",
@@ -33,34 +34,54 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
                                 else "warn" if any(not c.passed for c in checks) else "pass" if checks else "-")
     lines += _table(
         ["agent", "task", "runs", "completed", "cost/run", "LLM priced by", "health", "calls", "efficiency", "wasted", "gate"],
-        [[g.agent or "-", g.task or "-", _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), priced_by(g.llm_priced_by),
+        [[agent_label(g.agent), task_label(g.task), _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), priced_by(g.llm_priced_by),
           _float(g.health, 0), _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
         right=(2, 3, 4, 6, 7, 8, 9))
     tools = [t for g in report.groups for t in g.tools]
     if tools:
         lines += [""] + _table(
             ["agent", "task", "tool", "calls", "errors", "efficiency", "wasted", "p50", "p95", "p99", "over SLO", "optimal tool"],
-            [[t.agent or "-", t.task or "-", t.tool + ("" if t.known else " (unknown)"), _int(t.calls), _int(t.errors),
+            [[agent_label(t.agent), task_label(t.task), t.tool + ("" if t.known else " (unknown)"), _int(t.calls), _int(t.errors),
               _float(t.efficiency, 2), _usd(t.wasted_usd), _seconds(t.p50_s), _seconds(t.p95_s), _seconds(t.p99_s),
               _int(t.slo_violations), t.optimal_tool or "-"] for t in tools],
             right=range(3, 11))
     if report.poor_choices:
         lines += ["", "Poorest tool choices (suboptimal tool -> the catalog's optimal tool):"]
         lines += _table(["task", "tool", "", "optimal tool", "calls", "wasted"],
-                        [[p.task or "-", p.tool, "->", p.optimal_tool, _int(p.calls), _usd(p.wasted_usd)]
+                        [[task_label(p.task), p.tool, "->", p.optimal_tool, _int(p.calls), _usd(p.wasted_usd)]
                          for p in report.poor_choices[:TOP_CHOICES]], right=(4, 5), indent="  ")
     prices = llm_prices_note(report)
     if prices:
         lines += ["", prices]
     early = sum(g.runs_closed_early for g in report.groups)
     if early:
-        lines += ["", f"{early:,} runs were closed without their root span (it was not in the input, or came too late)."]
+        lines += ["", f"{plural(early, 'run')} {'was' if early == 1 else 'were'} closed without their root span "
+                      "(it was not in the input, or came too late)."]
     if not report.coverage.complete:
-        lines += ["", f"Coverage: {report.coverage.describe()}. Unknown tools score 0."]
+        lines += ["", f"Coverage: {coverage_line(report)}"]
         if next_step:
             lines.append(f"Draft what it lacks: {next_step}")
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 tool call`, `2 tool calls` (`many`: the plural when it is not `word` + s)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {many or word + 's'}"
+
+
+def agent_label(agent: str | None) -> str:
+    return agent or NO_AGENT
+
+
+def task_label(task: str | None) -> str:
+    return task or UNROUTED
+
+
+def coverage_line(report: Report) -> str:
+    """What the catalog lacks, in a sentence; that unknown tools score 0 only when some tool is unknown."""
+    coverage = report.coverage
+    return f"{coverage.describe()}." + (" Unknown tools score 0." if coverage.unknown_tools else "")
 
 
 def priced_by(sources: Sequence[str]) -> str:
@@ -81,9 +102,9 @@ def _gate_line(gate: GateResult) -> str:
         return "Gate: nothing to check (no group has tool calls or a metric given to --fail-under)."
     failed = {c.group for c in gate.failed}
     if failed:
-        return f"Gate: FAILED for {len(failed)} of {len(groups)} agent/task groups."
+        return f"Gate: FAILED for {len(failed):,} of {plural(len(groups), 'agent/task group')}."
     warned = {c.group for c in gate.warnings}
-    return f"Gate: passed ({len(groups)} agent/task groups" + (f", {len(warned)} with warnings)." if warned else ").")
+    return f"Gate: passed ({plural(len(groups), 'agent/task group')}" + (f", {len(warned):,} with warnings)." if warned else ").")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (), indent: str = "") -> list[str]:

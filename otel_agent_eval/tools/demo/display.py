@@ -106,7 +106,7 @@ def _worst_lines(worst: list[ToolRow]) -> list[str]:
     pairs = [f"{r.tool} -> {r.optimal_tool}" for r in worst]
     pad, agent_pad = max(map(len, pairs)), max(len(r.agent) for r in worst)
     return ["  worst picks (tool -> optimal tool):"] + [
-        f"    {pair:<{pad}}  {r.agent:<{agent_pad}} {r.calls:>7,} calls  efficiency {_score(r.mean_efficiency)}"
+        f"    {pair:<{pad}}  {r.agent:<{agent_pad}} {r.calls:>7,} {'call ' if r.calls == 1 else 'calls'}  efficiency {_score(r.mean_efficiency)}"
         f"  wasted ${r.wasted_usd:.4f}" for pair, r in zip(pairs, worst)]
 
 
