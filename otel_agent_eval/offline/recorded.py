@@ -6,7 +6,8 @@ its name:
 
 - OTLP/JSON, one `ExportTraceServiceRequest` per line (the Collector `file` exporter's
   default), or one OTLP/JSON span per line, or the SDK's `ReadableSpan.to_json()` per line;
-  a single pretty-printed JSON document of up to `MAX_DOCUMENT_BYTES` is read too;
+  pretty-printed JSON documents are read too, one or several one after another (what the SDK's
+  `ConsoleSpanExporter` writes), each of up to `MAX_DOCUMENT_BYTES`;
 - OTLP protobuf: the Collector's `format: proto` (each message after a 4-byte big-endian
   length), or one bare `ExportTraceServiceRequest` (an OTLP/HTTP body);
 - any of these gzip- or zstd-compressed: a whole file (`gzip`, `zstd`), or the Collector's
@@ -29,6 +30,7 @@ import gzip
 import io
 import json
 import os
+import re
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -107,6 +109,8 @@ def trace_files(paths: PathArg | Iterable[PathArg]) -> list[Path]:
     files: list[Path] = []
     for given in paths:
         path = Path(given)
+        if str(given) == "":  # Path("") is ".": an unset variable would score the current directory
+            raise TraceInputError("an empty path (an unset variable?)")
         if str(given) == STDIN:
             files.append(path)
         elif path.is_dir():
@@ -257,7 +261,7 @@ class RecordedSpans:
             yield from self._bare_message(stream, problems)
         elif head[0] < 0x10:  # the high byte of a 4-byte length (< 256 MiB): the Collector's `format: proto`
             yield from self._framed_messages(stream, problems)
-        elif b"\n{" in head:  # JSON lines whose first line is damaged
+        elif b"\n{" in head or _json_value(head):  # JSON lines whose first line is damaged, or a JSON `null`: said so
             yield from self._json_lines(stream, problems)
         else:
             problems.add(None, f"not OTLP trace data: neither JSON nor OTLP protobuf (starts with {head[:16]!r})")
@@ -288,7 +292,7 @@ class RecordedSpans:
                     record = decode(text)
                 except json.JSONDecodeError as exc:
                     if not seen_record and text.strip() in ("{", "["):  # a pretty-printed document, not JSON lines
-                        yield from self._document(line, stream, problems)
+                        yield from self._documents(line, stream, problems)
                         return
                     self.stats.records_skipped += 1
                     problems.add(f"line {number}", _json_problem(text, exc, line.endswith(b"\n")))
@@ -300,26 +304,57 @@ class RecordedSpans:
             seen_record = True
             yield from self._records(record, f"line {number}", problems)
 
-    def _document(self, first_line: bytes, stream: IO[bytes], problems: _Problems) -> Iterator[list[ReadableSpan]]:
-        data = first_line + stream.read(MAX_DOCUMENT_BYTES)
-        if stream.read(1):
-            self.stats.records_skipped += 1
-            problems.add(None, f"a multi-line JSON document over {MAX_DOCUMENT_BYTES // 2**20} MiB: write one request per "
-                               "line (as the Collector's file exporter does)")
-            return
+    def _documents(self, first_line: bytes, stream: IO[bytes], problems: _Problems) -> Iterator[list[ReadableSpan]]:
+        """Pretty-printed JSON documents, one or several one after another (the SDK's ConsoleSpanExporter writes each
+        span's indented `to_json()` so), read a document at a time: memory holds a piece of the file and one document
+        (of at most `MAX_DOCUMENT_BYTES`). Problems name the line a document breaks on, or starts on when cut short."""
         try:
-            record = decode(data.decode("utf-8-sig"))
+            text = first_line.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             self.stats.records_skipped += 1
-            problems.add(None, f"not UTF-8 text (byte {exc.start + 1})")
+            problems.add("line 1", f"not UTF-8 text (byte {exc.start + 1} of the line)")
             return
-        except (json.JSONDecodeError, RecursionError) as exc:
-            self.stats.records_skipped += 1
-            message = _json_problem(data.decode("utf-8-sig"), exc, True) if isinstance(exc, json.JSONDecodeError) else "JSON nested too deeply"
-            where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else None
-            problems.add(where, message)
-            return
-        yield from self._records(record, None, problems)
+        decoder, at, line, ended = json.JSONDecoder(), 0, 1, False  # line: the line number of text[at]
+        while True:
+            start = _BLANK.match(text, at).end()  # type: ignore[union-attr]
+            line, at = line + text.count("\n", at, start), start
+            end = -1  # no whole document from `at` in what was read so far
+            try:
+                if at < len(text):
+                    record, end = decoder.raw_decode(text, at)
+            except json.JSONDecodeError as exc:
+                if ended or exc.pos < len(text.rstrip()):  # broken, not cut where the piece read ends
+                    self.stats.records_skipped += 1
+                    cut = exc.pos >= len(text.rstrip())  # cut short: where the document starts; else where it breaks
+                    broken = line if cut else line + text.count("\n", at, exc.pos)
+                    problems.add(f"line {broken}", _json_problem(text, exc, True))
+                    return
+            except RecursionError:
+                self.stats.records_skipped += 1
+                problems.add(f"line {line}", "JSON nested too deeply")
+                return
+            if end >= 0:
+                yield from self._records(record, f"line {line}", problems)
+                line, at = line + text.count("\n", at, end), end
+                continue
+            if ended:
+                return
+            if len(text) - at > MAX_DOCUMENT_BYTES:
+                self.stats.records_skipped += 1
+                problems.add(f"line {line}", f"a multi-line JSON document over {MAX_DOCUMENT_BYTES // 2**20} MiB: write "
+                                             "one request per line (as the Collector's file exporter does)")
+                return
+            data = stream.read(max(READ_BUFFER, len(text) - at))  # doubling a long document's piece: read in linear time
+            if data and not data.endswith(b"\n"):
+                data += stream.readline(MAX_LINE_BYTES)  # whole lines: no UTF-8 character cut in two
+            ended = not data
+            try:
+                text, at = text[at:] + data.decode("utf-8"), 0
+            except UnicodeDecodeError as exc:
+                self.stats.records_skipped += 1
+                broken = line + text.count("\n", at) + data.count(b"\n", 0, exc.start)
+                problems.add(f"line {broken}", "not UTF-8 text")
+                return
 
     def _records(self, record: object, where: str | None, problems: _Problems) -> Iterator[list[ReadableSpan]]:
         for item in record if isinstance(record, list) else (record,):
@@ -487,6 +522,7 @@ class ZstdReader(io.RawIOBase):
 
 
 _UNDECODED = object()
+_BLANK = re.compile(r"[ \t\r\n]*")  # JSON's whitespace
 
 
 def _decoded(line: bytes) -> Any:
@@ -517,6 +553,15 @@ def _peek(stream: IO[bytes], size: int) -> bytes:
     if peek is None:
         raise OSError("stream cannot peek")
     return peek(size)[:size]
+
+
+def _json_value(head: bytes) -> bool:
+    """Whether the first line is a whole JSON value (`null`, `42`, `"text"`): JSON, if not trace data."""
+    try:
+        json.loads(head.split(b"\n", 1)[0])
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _skip_rest_of_line(stream: IO[bytes], chunk: bytes) -> None:

@@ -41,6 +41,7 @@ KINDS = {0: SpanKind.INTERNAL, 1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: Span
 STATUS_CODES = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR, "STATUS_CODE_UNSET": StatusCode.UNSET,
                 "STATUS_CODE_OK": StatusCode.OK, "STATUS_CODE_ERROR": StatusCode.ERROR}
 UNSET = Status(StatusCode.UNSET)
+JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string", list: "array"}
 
 
 class SpanProblem(ValueError):
@@ -64,7 +65,7 @@ def spans_of_record(record: Any) -> tuple[list[ReadableSpan], list[str]]:
     Raises `SpanProblem` when the record as a whole is not trace data.
     """
     if not isinstance(record, dict):
-        raise SpanProblem(f"a JSON {type(record).__name__}, not an object")
+        raise SpanProblem(f"not OTLP trace data (a JSON {JSON_TYPES.get(type(record), type(record).__name__)}, not an object)")
     requests = _get(record, "resourceSpans", "resource_spans")
     if requests is not None:
         return spans_of_request(requests)
@@ -73,6 +74,9 @@ def spans_of_record(record: Any) -> tuple[list[ReadableSpan], list[str]]:
             raise SpanProblem(f"{signal} data, not traces")
     if isinstance(record.get("context"), dict):  # ReadableSpan.to_json()
         return _one(lambda: sdk_json_span(record))
+    if "traceId" in record and "id" in record and "spanId" not in record:  # Zipkin v2 names the span's id `id`
+        raise SpanProblem("looks like Zipkin JSON, not OTLP trace data: export OTLP (an OTLP exporter, or the Collector "
+                          "with a zipkin receiver and a file exporter)")
     if "traceId" in record or "trace_id" in record:  # one OTLP/JSON span per line
         resource = record.get("resource")
         return _one(lambda: otlp_span(record, _resource(resource) if isinstance(resource, dict) else EMPTY_RESOURCE, None))

@@ -10,9 +10,10 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..config.catalog import CATALOG_SCHEMA, Catalog, load_catalog
+from .options import given
 
 EXIT_USAGE = 2
 
@@ -53,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser("catalog", help="show or check tool catalogs, print their JSON Schema")
     catalog_commands = catalog.add_subparsers(dest="catalog_command", required=True, metavar="ACTION", parser_class=OneLineErrors)
     show = catalog_commands.add_parser("show", help="print a catalog's tools, tasks and thresholds")
-    show.add_argument("file", nargs="?", help="catalog YAML (default: the packaged catalog)")
+    show.add_argument("file", nargs="?", type=given, help="catalog YAML (default: the packaged catalog)")
     check = catalog_commands.add_parser("check", help="validate catalog files; list every problem with its line, exit 2 if any",
                                         description="Validate catalog files: every problem of every file, one line each "
                                                     "(file:line: path: problem) on stderr; exit code 2 if there is any.")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", type=given, metavar="FILE")
     catalog_commands.add_parser("schema", help="print the catalog JSON Schema, for editors")
     from .draft import add_draft_arguments
 
@@ -104,14 +105,61 @@ def build_parser() -> argparse.ArgumentParser:
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader went away (`| head`)
 
 
+class OutputError(Exception):
+    """Writing stdout failed (a full disk, an I/O error): bad output, told apart from an input's OSError."""
+
+
+class _CheckedStdout:
+    """sys.stdout whose write errors raise OutputError, so `main` can say so in one line wherever the print was."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._checked(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._checked(self._stream.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    @staticmethod
+    def _checked(call: Any, *args: Any) -> Any:
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout = sys.stdout
+    if stdout is not None:  # None: started with stdout closed, where print() writes nothing
+        sys.stdout = _CheckedStdout(stdout)  # type: ignore[assignment]
     try:
         code = _run(argv)
         sys.stdout.flush()  # here, not at exit: a reader that went away is seen while it can still be handled
         return code
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter flushes stdout again at exit
+        _drop_stdout(stdout)
         return EXIT_BROKEN_PIPE
+    except OutputError as exc:  # a CI job's `--json > report.json` on a full disk: not "the gate failed"
+        print(f"otel-agent-eval: cannot write the output: {exc}", file=sys.stderr)
+        _drop_stdout(stdout)
+        return EXIT_USAGE
+    finally:
+        if isinstance(sys.stdout, _CheckedStdout):
+            sys.stdout = stdout
+
+
+def _drop_stdout(stdout: Any) -> None:
+    """Point stdout at /dev/null: the interpreter flushes what could not be written again at exit, which would fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        pass
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -11,11 +11,9 @@ import argparse
 import json
 import sys
 
-from ..config.catalog import load_catalog
-from ..config.settings import Settings
 from ..offline.compare import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RUNS, Change, Comparison, compare_traces
 from ..offline.report import Report, printable
-from .options import add_catalog_arguments
+from .options import add_catalog_arguments, choose_catalog, given
 from .score_table import _ratio, _seconds, _table, agent_label, plural, task_label
 
 __all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
@@ -27,8 +25,8 @@ LABELS = {"efficiency": "efficiency", "wasted_per_run_usd": "wasted/run", "cost_
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("base", metavar="BASE", help="the traces to compare against: a file or a directory of OTLP trace files")
-    parser.add_argument("head", metavar="HEAD", help="the traces of the change: a file or a directory of OTLP trace files")
+    parser.add_argument("base", type=given, metavar="BASE", help="the traces to compare against: a file or a directory of OTLP trace files")
+    parser.add_argument("head", type=given, metavar="HEAD", help="the traces of the change: a file or a directory of OTLP trace files")
     add_catalog_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the table")
     parser.add_argument("--fail-on-regression", action="store_true",
@@ -40,10 +38,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     """The command; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
-    settings = Settings.from_env()
-    catalog = load_catalog(args.catalog or settings.catalog)
-    comparison = compare_traces(args.base, args.head, catalog, profile=args.profile or settings.profile,
-                                environment=args.environment or settings.environment, seed=args.seed,
+    chosen = choose_catalog(args)
+    comparison = compare_traces(args.base, args.head, chosen.catalog, profile=chosen.profile,
+                                environment=chosen.environment, seed=args.seed,
                                 resamples=args.resamples, on_problem=lambda side, problem: _error(f"{side}: {problem}"))
     for side, path, report in (("base", args.base, comparison.base), ("head", args.head, comparison.head)):
         problem = _nothing_to_compare(report)

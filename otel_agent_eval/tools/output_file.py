@@ -9,7 +9,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomically"]
+from ..offline.recorded import STDIN, trace_files
+
+__all__ = ["existing_file", "output_path", "write_atomically"]
 
 
 def _read_umask() -> int:
@@ -54,6 +56,31 @@ def write_atomically(path: Path, text: str | Iterable[str]) -> None:
         except OSError:
             pass
         raise
+
+
+def output_path(flag: str, value: str, inputs: Iterable[str] = ()) -> Path:
+    """The file an output flag names, refused in one line naming the flag before any input is read: a directory, a
+    file in a directory that does not exist, or one of the trace files `inputs` reads (writing it would destroy it)."""
+    path = Path(value)
+    if path.is_dir():
+        raise ValueError(f"{flag} {value}: cannot write: Is a directory")
+    if not path.parent.is_dir():
+        raise ValueError(f"{flag} {value}: the directory {path.parent} does not exist")
+    files = [p for p in inputs if p != STDIN]
+    if files and existing_file(path):
+        target = os.stat(path)
+        for source in trace_files(files):
+            if os.path.samestat(target, source.stat()):
+                raise ValueError(f"{flag} {value}: is the trace file {source}, an input; writing it would destroy it")
+    return path
+
+
+def existing_file(path: Path) -> bool:
+    """Whether writing `path` would replace a regular file's text (not a FIFO, a device, /dev/stdout, a new file)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode) and not _open_file(path)
+    except OSError:
+        return False
 
 
 def _open_file(path: Path) -> bool:

@@ -13,17 +13,14 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
-from ..config.catalog import load_catalog
-from ..config.settings import Settings
 from ..offline.gate import GATE_METRICS, evaluate_gate, higher_is_better, parse_fail_over, parse_fail_under
 from ..offline.report import printable
 from ..offline.score import score_traces
 from .draft import draft_command
-from .options import add_catalog_arguments
-from .output_file import write_atomically
+from .options import add_catalog_arguments, choose_catalog, given
+from .output_file import output_path, write_atomically
 
 __all__ = ["add_score_arguments", "run_score"]
 
@@ -32,18 +29,18 @@ PREFIX = "otel-agent-eval"
 
 
 def add_score_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE",
+    parser.add_argument("files", nargs="+", type=given, metavar="FILE",
                         help="OTLP trace files (JSON lines as the Collector's file exporter writes, protobuf, .gz), directories, or - for stdin")
     add_catalog_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
-    parser.add_argument("--junit", metavar="FILE", help="write JUnit XML: one test case per agent and task (see --junit-cases)")
+    parser.add_argument("--junit", type=given, metavar="FILE", help="write JUnit XML: one test case per agent and task (see --junit-cases)")
     parser.add_argument("--junit-cases", choices=("group", "run"), default="group",
                         help="--junit test cases: one per agent and task, failing with the gate's reasons (group, the "
                              "default), or one per agent run, failing when the run did not complete, with the reason (run)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress bar on stderr, by bytes of input read (default: when stderr is a terminal "
                              "and --json is not given)")
-    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with charts (no network needed to view it)")
+    parser.add_argument("--html", type=given, metavar="FILE", help="write a self-contained HTML report with charts (no network needed to view it)")
     parser.add_argument("--fail-under", action="append", default=[], metavar="METRIC=VALUE",
                         help="fail the gate when a group's METRIC is below VALUE; METRIC: "
                              f"{', '.join(m for m in GATE_METRICS if higher_is_better(m))} (default: the catalog's "
@@ -58,16 +55,11 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
 def run_score(args: argparse.Namespace) -> int:
     """The command; raises ValueError (one line) for bad arguments, which `main` turns into exit code 2."""
     fail_under = {**parse_fail_under(args.fail_under), **parse_fail_over(args.fail_over)}
-    junit = Path(args.junit) if args.junit else None
-    if junit is not None and not junit.parent.is_dir():
-        raise ValueError(f"--junit {args.junit}: the directory {junit.parent} does not exist")
-    html = Path(args.html) if args.html else None
-    if html is not None and not html.parent.is_dir():
-        raise ValueError(f"--html {args.html}: the directory {html.parent} does not exist")
+    junit = output_path("--junit", args.junit, args.files) if args.junit is not None else None
+    html = output_path("--html", args.html, args.files) if args.html is not None else None
     if args.junit_cases == "run" and junit is None:
         raise ValueError("--junit-cases run: give --junit FILE too")
-    settings = Settings.from_env()
-    catalog = load_catalog(args.catalog or settings.catalog)
+    chosen = choose_catalog(args)
     show = args.progress if args.progress is not None else (not args.json and _is_terminal(sys.stderr))
     bar = ProgressBar(sys.stderr) if show else None
     run_cases = None
@@ -82,8 +74,8 @@ def run_score(args: argparse.Namespace) -> int:
         _error(str(problem))
 
     try:
-        report = score_traces(args.files, catalog, profile=args.profile or settings.profile,
-                              environment=args.environment or settings.environment, on_problem=problem_line,
+        report = score_traces(args.files, chosen.catalog, profile=chosen.profile,
+                              environment=chosen.environment, on_problem=problem_line,
                               on_progress=bar, on_run=run_cases.add if run_cases is not None else None)
     finally:
         if bar is not None:
@@ -98,7 +90,7 @@ def run_score(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
     gate = evaluate_gate(report, fail_under)
-    next_step = None if report.coverage.complete else draft_command(args.files, args.catalog or settings.catalog)
+    next_step = None if report.coverage.complete else draft_command(args.files, chosen.path)
     if args.json:
         data = report.to_dict()
         data["coverage"]["draft_command"] = next_step
@@ -116,7 +108,7 @@ def run_score(args: argparse.Namespace) -> int:
             else:
                 write_atomically(junit, junit_xml(report, gate))
         except OSError as exc:
-            _error(f"--junit {junit}: cannot write: {exc.strerror or exc}")
+            _error(f"--junit {args.junit}: cannot write: {exc.strerror or exc}")
             return EXIT_BAD_INPUT
     if html is not None:
         from .html_report import render_html
@@ -124,7 +116,7 @@ def run_score(args: argparse.Namespace) -> int:
         try:
             write_atomically(html, render_html(report, gate, next_step=next_step))
         except OSError as exc:
-            _error(f"--html {html}: cannot write: {exc.strerror or exc}")
+            _error(f"--html {args.html}: cannot write: {exc.strerror or exc}")
             return EXIT_BAD_INPUT
     for check in gate.failed:
         _error(f"gate failed: {check}")
