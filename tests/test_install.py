@@ -1,6 +1,7 @@
 """install() and OTEL_AGENT_EVAL_* settings: explicit beats environment beats default; bad values are logged."""
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -8,9 +9,12 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import AgentEvalSpanProcessor, CatalogError, install
+from otel_agent_eval import AgentEvalSpanProcessor, install
+from otel_agent_eval.config.catalog import load_catalog
 from otel_agent_eval.config.settings import ENV_VARS, Settings
 
 CONFIGURATION = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -73,9 +77,57 @@ def test_an_explicit_broken_catalog_never_stops_the_app_and_the_fallback_shows(t
     good.write_text("tools: {calc: {cost_usd: 0, latency_ms: 1, capabilities: [math], complexity: simple}}\n")
     assert processor.reload_catalog(good)
     assert registry.get_sample_value("agent_eval_catalog_fallback") == 0.0  # a good reload ends it
-    with pytest.raises(CatalogError):  # the processor itself, built by hand, says so at once
-        AgentEvalSpanProcessor(broken, registry=None)
+    by_hand = CollectorRegistry()  # the processor built by hand falls back the same way: a broken file never stops the app
+    assert "web_search" in AgentEvalSpanProcessor(broken, registry=by_hand).catalog.tools
+    assert by_hand.get_sample_value("agent_eval_catalog_fallback") == 1.0
     processor.shutdown()
+
+
+def _forwarding(**options):
+    """A processor built by hand, as the README's explicit form, on a real provider with an in-memory exporter behind it."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    processor = AgentEvalSpanProcessor(registry=CollectorRegistry(), forward_to=SimpleSpanProcessor(exporter), **options)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+        tracer.start_span("execute_tool web_search", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search",
+            "gen_ai.tool.call.arguments": json.dumps({"query": "q", "api_key": "sk-LEAKED-123"})}).end()
+    provider.force_flush()
+    (tool,) = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    provider.shutdown()
+    return processor, dict(tool.attributes)
+
+
+def test_a_processor_built_by_hand_reads_the_environment_and_redacts(monkeypatch):
+    """The README's explicit `AgentEvalSpanProcessor(...)` ignored every OTEL_AGENT_EVAL_* variable: the api_key
+    left in the exported arguments although OTEL_AGENT_EVAL_REDACT_KEYS named it."""
+    monkeypatch.setenv("OTEL_AGENT_EVAL_REDACT_KEYS", "api_key|token(?!s)")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_ENVIRONMENT", "staging")
+    processor, tool = _forwarding()
+    assert "sk-LEAKED-123" not in json.dumps(tool)
+    assert json.loads(tool["gen_ai.tool.call.arguments"]) == {"query": "q", "api_key": "[REDACTED]"}
+    assert processor.scorer.thresholds.environment == "staging" and tool["agent_eval.threshold"] == 0.75
+    assert processor.metrics_address is None  # serving stays install()'s
+    monkeypatch.setenv("OTEL_AGENT_EVAL_DROP_TOOL_IO", "true")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_ENRICH", "false")
+    _, tool = _forwarding()
+    assert "gen_ai.tool.call.arguments" not in tool and "agent_eval.outcome" not in tool
+
+
+def test_a_processors_arguments_win_over_the_environment(tmp_path, monkeypatch):
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text("tools:\n  lookup: {cost_usd: 0.001, latency_ms: 20, capabilities: [s], complexity: simple}\n")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_CATALOG", str(catalog))
+    monkeypatch.setenv("OTEL_AGENT_EVAL_ENVIRONMENT", "staging")
+    monkeypatch.setenv("OTEL_AGENT_EVAL_DROP_TOOL_IO", "true")
+    from_env = AgentEvalSpanProcessor(registry=None)
+    assert list(from_env.catalog.tools) == ["lookup"] and from_env.scorer.thresholds.environment == "staging"
+    processor, tool = _forwarding(catalog=load_catalog(), environment="development", drop_tool_io=False, enrich=True)
+    assert "web_search" in processor.catalog.tools and processor.scorer.thresholds.environment == "development"
+    assert json.loads(tool["gen_ai.tool.call.arguments"])["query"] == "q" and "agent_eval.outcome" in tool
 
 
 def test_after_a_fallback_a_reload_without_arguments_reads_the_configured_file_again(tmp_path):
