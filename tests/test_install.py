@@ -171,3 +171,49 @@ def test_shutdown_stops_the_metrics_endpoint():
     processor.shutdown()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2)
+
+
+@pytest.mark.parametrize("argument, named", [
+    (dict(otlp_metrics="yes"), "install(otlp_metrics='yes') (expected a MetricExporter, a MeterProvider, True or False); using the default 'auto'"),
+    (dict(otlp_histograms="exp"), "install(otlp_histograms='exp') (expected one of exponential, explicit)"),
+    (dict(registry="default"), "install(registry='default') (expected a prometheus_client CollectorRegistry or None); using the default prometheus_client.REGISTRY"),
+    (dict(run_ttl=60), "install(run_ttl=60): unknown argument run_ttl (did you mean run_ttl_s?)"),
+    (dict(enrich="maybe"), "install(enrich='maybe') (expected true or false)"),
+    (dict(background=2), "install(background=2) (expected True or False, got int)"),
+], ids=lambda v: next(iter(v)) if isinstance(v, dict) else None)
+def test_an_install_argument_that_cannot_be_used_is_logged_naming_it_never_raised(argument, named, caplog):
+    """Each of these raised into the app (ValueError, TypeError from a weak reference or an unknown keyword)."""
+    argument.setdefault("registry", CollectorRegistry())
+    with caplog.at_level(logging.WARNING):
+        processor = install(tracer_provider=TracerProvider(), serve_metrics=False, **argument)
+    assert [r.getMessage() for r in caplog.records if named in r.getMessage()], caplog.text
+    processor.shutdown()
+
+
+def test_boolean_install_arguments_given_as_text_read_as_the_environment_reads_them():
+    """`serve_metrics="false"` served /metrics and `enrich="false"` enriched: a non-empty string is truthy."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    processor = install(tracer_provider=provider, registry=CollectorRegistry(), serve_metrics="false", port=0,
+                        enrich="0", drop_tool_io="true", forward_to=SimpleSpanProcessor(exporter))
+    assert processor.metrics_address is None
+    with provider.get_tracer("t").start_as_current_span("execute_tool web_search", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "web_search", "gen_ai.tool.call.arguments": "{}"}):
+        pass
+    provider.force_flush()
+    (tool,) = exporter.get_finished_spans()
+    assert "agent_eval.outcome" not in tool.attributes and "gen_ai.tool.call.arguments" not in tool.attributes
+    processor.shutdown()
+    served = install(tracer_provider=TracerProvider(), registry=CollectorRegistry(), serve_metrics="1", port=0)
+    assert served.metrics_address is not None
+    served.shutdown()
+
+
+def test_install_on_a_registry_another_processor_holds_scores_without_it(caplog):
+    registry = CollectorRegistry()
+    first = install(tracer_provider=TracerProvider(), registry=registry, serve_metrics=False)
+    with caplog.at_level(logging.ERROR):
+        second = install(tracer_provider=TracerProvider(), registry=registry, serve_metrics=False)
+    assert second.metrics.registry is None and "already holds otel-agent-eval's metrics" in caplog.text
+    first.shutdown()
+    second.shutdown()
