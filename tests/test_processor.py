@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import AgentEvalSpanProcessor, CatalogError
+from otel_agent_eval import AgentEvalSpanProcessor
 
 AGENT = {"gen_ai.operation.name": "invoke_agent"}
 
@@ -188,11 +188,12 @@ def test_shutdown_and_flush_follow_the_sdk_contract():
     assert AgentEvalSpanProcessor(registry=None).force_flush() is True
 
 
-def test_bad_constructor_arguments_raise_at_once(tmp_path):
+def test_bad_constructor_arguments_raise_at_once_and_a_broken_catalog_falls_back(tmp_path, caplog):
     bad = tmp_path / "c.yaml"
     bad.write_text("tools: {}\n")
-    with pytest.raises(CatalogError, match="c.yaml"):
-        AgentEvalSpanProcessor(bad, registry=None)
+    with caplog.at_level(logging.ERROR):  # a file a deployment can break: logged, the packaged catalog scores, as install()
+        assert AgentEvalSpanProcessor(bad, registry=None).catalog.source.startswith("<packaged")
+    assert "c.yaml" in caplog.text and "packaged default catalog" in caplog.text
     with pytest.raises(ValueError, match="unknown profile 'thrifty'"):
         AgentEvalSpanProcessor(registry=None, profile="thrifty")
 

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 import instrumented
 from otel_agent_eval import AgentEvalSpanProcessor, DeterministicToolCorrectnessMetric, ToolEfficiencyMetric
 from otel_agent_eval.offline.testing import capture_runs, run_to_test_case
+from otel_agent_eval.config.catalog import load_catalog
 
 # gpt-4.1-mini: $0.0004 / $0.0016 per 1k tokens in the packaged catalog
 LLM_CALL_USD = instrumented.INPUT_TOKENS / 1000 * 0.0004 + instrumented.OUTPUT_TOKENS / 1000 * 0.0016
@@ -121,3 +122,50 @@ def test_plain_text_input_of_a_one_argument_tool_is_valid_against_its_schema():
     (run,) = runs
     assert run.tool_calls[0].arguments == {"input": "return policy"}  # as OpenInference records it
     assert run.evaluation.argument_validity == 1.0 and run.evaluation.invalid_calls == ()
+
+
+def _research_run(provider):
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent research_bot", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "research_bot"}):
+        tracer.start_span("execute_tool deep_research", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "deep_research"}).end()
+
+
+RESEARCH_CATALOG = """\
+tools:
+  deep_research: {cost_usd: 0.01, latency_ms: 900, capabilities: [research], complexity: advanced}
+tasks:
+  research: {match: {gen_ai.agent.name: research_bot}, capability: research, complexity: advanced}
+"""
+
+
+@pytest.mark.parametrize("order", ["packaged_first", "research_first"])
+def test_each_capture_scores_with_the_catalog_it_names(tmp_path, order):
+    """A second capture_runs(catalog=...) on one provider was scored with the first capture's catalog, silently."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    research = tmp_path / "research.yaml"
+    research.write_text(RESEARCH_CATALOG)
+    provider = TracerProvider()
+    outcomes = {}
+    for catalog in ([None, research] if order == "packaged_first" else [research, None, research]):
+        with capture_runs(tracer_provider=provider, catalog=catalog) as runs:
+            _research_run(provider)
+        (run,) = runs
+        outcomes.setdefault(catalog, set()).add((run.task, run.scores[0].outcome))
+    assert outcomes[research] == {("research", "optimal")} and outcomes[None] == {("", "unknown_tool")}
+    assert len(provider._active_span_processor._span_processors) == 1
+
+
+def test_a_capture_asking_for_another_catalog_while_one_is_open_says_so(tmp_path, monkeypatch):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    research = tmp_path / "research.yaml"
+    research.write_text(RESEARCH_CATALOG)
+    monkeypatch.setenv("OTEL_AGENT_EVAL_CATALOG", str(research))  # as every setting, the catalog comes from the environment too
+    provider = TracerProvider()
+    with capture_runs(tracer_provider=provider) as runs:
+        with pytest.raises(ValueError, match="another capture_runs.. on this TracerProvider is open"):
+            with capture_runs(tracer_provider=provider, catalog=load_catalog()):
+                pass
+        _research_run(provider)
+    assert [(r.task, r.scores[0].outcome) for r in runs] == [("research", "optimal")]

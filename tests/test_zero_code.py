@@ -48,10 +48,10 @@ def test_the_exporter_entry_point_loads():
     assert entry.load() is AgentEvalSpanExporter
 
 
-def run_app(tmp_path: Path, protocol: str, endpoint: str) -> subprocess.CompletedProcess[str]:
+def run_app(tmp_path: Path, protocol: str, endpoint: str, text: str = APP) -> subprocess.CompletedProcess[str]:
     """APP under `opentelemetry-instrument` with the zero-code exporter (staging thresholds), sending to `endpoint`."""
     app = tmp_path / "app.py"
-    app.write_text(APP)
+    app.write_text(text)
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "DEEPEVAL_"))}
     env.update({
@@ -110,3 +110,65 @@ def test_an_app_scoring_in_front_of_serve_sends_on_one_evaluation_per_span(tmp_p
     assert root["attributes"]["agent_eval.run.tool_calls"] == 2
     calls = [s for f in text_string_to_metric_families(metrics) for s in f.samples if s.name == "agent_eval_tool_calls_total"]
     assert sum(s.value for s in calls) == 2 and {s.labels["gen_ai_tool_name"] for s in calls} == {"web_search", "local_index"}
+
+
+def test_install_under_the_zero_code_exporter_adds_nothing_and_says_why(tmp_path):
+    """README way 1 (install() in the app) deployed with way 2 (OTEL_TRACES_EXPORTER=agent_eval): install() died with
+    a traceback ("this Prometheus registry already holds otel-agent-eval's metrics"). Now it logs that the zero-code
+    exporter already scores, returns that exporter, and each call is scored once."""
+    app = textwrap.dedent('''
+        import otel_agent_eval
+        running = otel_agent_eval.install(catalog="unused.yaml")
+        print("install returned", type(running).__name__, running.metrics_address is not None)
+        assert otel_agent_eval.install() is running
+    ''') + APP
+    with running_receiver("http") as receiver:
+        run = run_app(tmp_path, "http", receiver.endpoint, app)
+        spans = {s["name"]: s for s in receiver.wait_for_spans(3, timeout=20)}
+    assert "install returned AgentEvalSpanExporter True" in run.stdout
+    assert "Traceback" not in run.stderr
+    said = [line for line in run.stderr.splitlines() if "zero-code exporter" in line]
+    assert len(said) == 2 and "AgentEvalSpanExporter" in said[0], run.stderr
+    assert [e["name"] for e in spans["execute_tool web_search"]["events"]] == ["gen_ai.evaluation.result"]
+    calls = [s for f in text_string_to_metric_families(run.stdout.split("True", 1)[1]) for s in f.samples
+             if s.name == "agent_eval_tool_calls_total"]
+    assert sum(s.value for s in calls) == 2
+
+
+def test_the_exporter_releases_a_tool_span_whose_agent_never_ends_once_the_ttl_passes_in_a_quiet_process():
+    """A tool span waiting for an agent span that never ends stayed unexported and unscored until some other span
+    happened to arrive: the exporter expired runs only on a batch. Its own timer now closes them after run_ttl_s."""
+    import time
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+
+    from otel_agent_eval import AgentEvalSpanExporter
+    from otel_agent_eval.config.settings import Settings
+
+    inner, registry = InMemorySpanExporter(), CollectorRegistry()
+    exporter = AgentEvalSpanExporter(inner, settings=Settings(metrics_enabled=False), registry=registry, run_ttl_s=0.5)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=50))
+    tracer = provider.get_tracer("t")
+    agent = tracer.start_span("invoke_agent support_agent", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"})  # never ends
+    tracer.start_span("execute_tool local_index", context=trace.set_span_in_context(agent), attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "local_index"}).end()
+    provider.force_flush()
+    assert registry.get_sample_value("agent_eval_processor_held_back_calls") == 1.0
+    deadline = time.monotonic() + 30  # liveness bound only: released ~0.5 s after the trace opened
+    while not inner.get_finished_spans() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tool,) = inner.get_finished_spans()  # no other span arrived
+    assert tool.name == "execute_tool local_index" and tool.attributes["agent_eval.outcome"] == "optimal"
+    assert registry.get_sample_value("agent_eval_processor_runs_closed_early_total", {"reason": "ttl"}) == 1.0
+    assert registry.get_sample_value("agent_eval_processor_held_back_calls") == 0.0
+    calls = [s for f in registry.collect() for s in f.samples if s.name == "agent_eval_tool_calls_total"]
+    assert [(s.labels["gen_ai_tool_name"], s.labels["gen_ai_agent_name"], s.value) for s in calls] == [
+        ("local_index", "", 1.0)]  # scored and counted; its agent never ended, so the exporter never learnt its name
+    provider.shutdown()
+    assert not exporter._expirer.is_alive()  # shutdown stops the timer

@@ -143,6 +143,23 @@ def _name(value: Any) -> str:
     return _text(value)
 
 
+def _flag(value: Any) -> bool:
+    """True or False; a string as the environment variables' booleans read it, never as truthy ("false" is False)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return _bool(value)
+    raise ValueError(f"expected True or False, got {type(value).__name__}")
+
+
+def _histograms(value: Any) -> str:
+    from ..metrics.otlp import HISTOGRAMS
+
+    if value not in HISTOGRAMS:
+        raise ValueError(f"expected one of {', '.join(HISTOGRAMS)}")
+    return value
+
+
 def _catalog(value: Any) -> Any:
     from .catalog import Catalog
 
@@ -157,6 +174,7 @@ ARGUMENTS: dict[str, Callable[[Any], Any]] = {
     "window_s": _positive, "run_ttl_s": _not_negative, "max_unknown_tools": _at_least(0), "max_agents": _at_least(0),
     "max_samples": _at_least(0), "max_calls_per_run": _at_least(0), "max_open_traces": _at_least(1),
     "queue_limit": _at_least(1), "evaluation_events": _choice,
+    "serve_metrics": _flag, "enrich": _flag, "drop_tool_io": _flag, "background": _flag, "otlp_histograms": _histograms,
 }
 
 

@@ -15,15 +15,19 @@ can check them.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..config.catalog import Catalog
+from ..config.settings import Settings
 from ..core import conventions as c
 from ..otel.install import global_sdk_provider
 from ..otel.processor import AgentEvalSpanProcessor
+from ..otel.wiring import resolve
 from ..core.runs import AgentRun
 
 if TYPE_CHECKING:
@@ -155,12 +159,17 @@ def _image_of(part: Mapping[str, Any]) -> str | None:
 
 
 class _Captures:
-    """One capturing processor per provider; runs go to every capture open at the time."""
+    """One capturing processor per provider; runs go to every capture open at the time.
+
+    `catalog` is the `capture_runs(catalog=...)` it scores with now (None: the configured or packaged one). A capture
+    asking for another swaps that in when no other capture is open, so each test gets the catalog it names; while
+    another is open the one processor cannot score with both, and that capture raises saying so."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active: list[list[AgentRun]] = []
         self.processor: AgentEvalSpanProcessor | None = None
+        self.catalog: Any = None
 
     def on_run(self, run: AgentRun) -> None:
         with self.lock:
@@ -179,7 +188,9 @@ def capture_runs(processor: AgentEvalSpanProcessor | None = None, *, tracer_prov
 
     With `processor`, its runs are collected (its own `on_run` still runs). Otherwise a scoring
     processor (no metrics registry, no forwarding) is added once to `tracer_provider` or the
-    global provider and shared by later captures.
+    global provider and shared by later captures; it scores with `catalog` (a path or a `Catalog`), else
+    `OTEL_AGENT_EVAL_CATALOG`, else the packaged catalog. A later capture asking for another catalog gets
+    that one (ValueError if a capture with another catalog is still open on the provider).
     """
     runs: list[AgentRun] = []
     if processor is not None:
@@ -198,17 +209,37 @@ def capture_runs(processor: AgentEvalSpanProcessor | None = None, *, tracer_prov
             processor.on_run = previous
         return
     provider = tracer_provider or global_sdk_provider()
+    wanted = _catalog_key(catalog)
     with _by_provider_lock:
         captures = _by_provider.get(provider)
         if captures is None:
             captures = _by_provider[provider] = _Captures()
             captures.processor = AgentEvalSpanProcessor(catalog, registry=None, on_run=captures.on_run)
+            captures.catalog = wanted
             provider.add_span_processor(captures.processor)
-    with captures.lock:
-        captures.active.append(runs)
+        with captures.lock:
+            if captures.catalog != wanted:
+                if captures.active:
+                    raise ValueError(f"capture_runs(catalog={catalog!r}): another capture_runs() on this TracerProvider "
+                                     f"is open and scoring with catalog={captures.catalog!r}; one provider's captures "
+                                     "score with one catalog at a time (close that one first, or pass processor=)")
+                captures.processor.drain()  # runs of the last capture score with its catalog
+                captures.processor.reload_catalog(resolve(Settings.from_env(), catalog=catalog)["catalog"])
+                captures.catalog = wanted
+            captures.active.append(runs)
     try:
         yield runs
         captures.processor.drain()
     finally:
         with captures.lock:
             captures.active = [r for r in captures.active if r is not runs]
+
+
+def _catalog_key(catalog: Any) -> Any:
+    """What makes two `capture_runs(catalog=...)` the same catalog: the path, the very `Catalog`, or None."""
+    if catalog is None or isinstance(catalog, Catalog):
+        return catalog
+    try:
+        return os.path.abspath(os.fspath(catalog))
+    except TypeError:
+        return catalog

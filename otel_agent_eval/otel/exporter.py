@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,9 @@ from ..config.settings import Settings
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
 from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve
+
+
+EXPIRE_INTERVAL_S = 0.05  # how often held tool spans of runs past run_ttl_s are looked for, as the processor's tick
 
 
 def otlp_exporter() -> SpanExporter:
@@ -64,6 +68,34 @@ class AgentEvalSpanExporter(SpanExporter):
         # each batch looks for it once more (one isinstance check), then never again
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
         self._otlp_waiting = self.otlp_metrics is not None and not self.otlp_metrics.readers and otlp_metrics == AUTO
+        self.metrics.gauges = {
+            "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),
+            "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.pipeline.runs.held_back),
+        }
+        self.is_shut_down = False
+        self._stop = threading.Event()
+        self._start_expiring()
+        _restart_in_forked_children(self)
+
+    catalog = property(lambda self: self.pipeline.catalog)
+
+    def _start_expiring(self) -> None:
+        """A daemon thread that closes runs idle past `run_ttl_s` and exports their held tool spans, as the
+        processor's hand-off tick does: batches arrive only when spans end, and a quiet process ends none."""
+        self._expirer = threading.Thread(target=_expire_until_stopped, args=(weakref.ref(self), self._stop),
+                                         name="otel-agent-eval-exporter-ttl", daemon=True)
+        self._expirer.start()
+
+    def expire(self) -> None:
+        """Close the runs idle past the TTL (counted under `runs_closed_early_total{reason="ttl"}`) and export their
+        held-back spans now. Never raises: a failure is counted and logged as the pipeline's."""
+        try:
+            with self._lock:
+                out = self.pipeline.expire()
+            if out:
+                self.inner.export(out)
+        except Exception as exc:  # noqa: BLE001 - the timer goes on
+            self.pipeline.failed("export expired runs", exc, "forward_errors")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         out: list[ReadableSpan] = []
@@ -82,6 +114,11 @@ class AgentEvalSpanExporter(SpanExporter):
         self._closers.append(close)
 
     def shutdown(self) -> None:
+        if self.is_shut_down:
+            return
+        self.is_shut_down = True
+        self._stop.set()
+        self._expirer.join(timeout=5)
         with self._lock:
             rest = self.pipeline.close_all()
         if rest:
@@ -98,3 +135,28 @@ class AgentEvalSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def _restart_in_forked_children(exporter: AgentEvalSpanExporter) -> None:
+    """A forked child (a gunicorn worker after preload) has no TTL thread: start its own."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    ref = weakref.ref(exporter)
+
+    def in_child() -> None:
+        alive = ref()
+        if alive is not None and not alive.is_shut_down:
+            alive._lock = threading.Lock()
+            alive._start_expiring()
+
+    os.register_at_fork(after_in_child=in_child)
+
+
+def _expire_until_stopped(ref: weakref.ref[AgentEvalSpanExporter], stop: threading.Event) -> None:
+    """The TTL thread; it holds the exporter weakly, so one never shut down can still be collected (the thread ends)."""
+    while not stop.wait(EXPIRE_INTERVAL_S):
+        exporter = ref()
+        if exporter is None:
+            return
+        exporter.expire()
+        del exporter

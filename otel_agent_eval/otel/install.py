@@ -11,6 +11,8 @@ any other argument that cannot be used: logged, naming it, and its setting or de
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import logging
 import threading
 import weakref
@@ -22,8 +24,9 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import ARGUMENTS, Settings
+from .exporter import AgentEvalSpanExporter
 from .processor import AgentEvalSpanProcessor
-from .wiring import AUTO, attach, resolve
+from .wiring import AUTO, attach, build_pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ def install(
     environment: str | None = None,
     otlp_metrics: Any = AUTO,
     **processor_options: Any,
-) -> AgentEvalSpanProcessor:
+) -> AgentEvalSpanProcessor | AgentEvalSpanExporter:
     """Add an `AgentEvalSpanProcessor` to the (global) tracer provider and serve /metrics.
 
     `forward_to` is the processor that exports spans (e.g. `BatchSpanProcessor(OTLPSpanExporter())`);
@@ -50,7 +53,10 @@ def install(
     `MeterProvider` when it has any (set it up before install(); `otlp_metrics=False` keeps them to /metrics; see
     `AgentEvalSpanProcessor` for the other values). Returns the processor; `processor.shutdown()` also stops the endpoint.
     A second call for the same provider returns the running processor (logged), so a module
-    imported twice does not score every span twice.
+    imported twice does not score every span twice. Under `opentelemetry-instrument` with
+    `OTEL_TRACES_EXPORTER=agent_eval` the zero-code exporter already scores every span of the provider:
+    install() logs so and returns that `AgentEvalSpanExporter` (its `reload_catalog()`, `metrics` and
+    `metrics_address` work the same), adding nothing.
     """
     provider = tracer_provider or global_sdk_provider()
     with _installing:
@@ -59,13 +65,27 @@ def install(
             logger.warning("otel-agent-eval: install() was already called for this TracerProvider; returning the running "
                            "processor (shut it down first to install with other settings)")
             return running
-        given = _usable(dict(catalog=catalog, port=port, addr=addr, profile=profile, environment=environment, **processor_options))
+        exporter = zero_code_exporter(provider)
+        if exporter is not None:
+            logger.warning("otel-agent-eval: install() found the zero-code exporter (OTEL_TRACES_EXPORTER=agent_eval, "
+                           "AgentEvalSpanExporter) already scoring this TracerProvider's spans; install() adds nothing "
+                           "and returns that exporter (its OTEL_AGENT_EVAL_* settings apply, not install()'s arguments)")
+            return exporter
+        given = _usable(dict(catalog=catalog, port=port, addr=addr, profile=profile, environment=environment,
+                             serve_metrics=serve_metrics, **_known(processor_options)))
         catalog = given.pop("catalog", None)
         settings = Settings.from_env().override(profile=given.pop("profile", None), environment=given.pop("environment", None),
-                                                metrics_enabled=serve_metrics, metrics_port=given.pop("port", None),
-                                                metrics_addr=given.pop("addr", None))
-        options = resolve(settings, catalog=catalog, **given)
-        processor = AgentEvalSpanProcessor(registry=registry, forward_to=forward_to, otlp_metrics=otlp_metrics, **options)
+                                                metrics_enabled=given.pop("serve_metrics", None),
+                                                metrics_port=given.pop("port", None), metrics_addr=given.pop("addr", None))
+        registry = _registry(registry)
+        options = dict(forward_to=forward_to, otlp_metrics=_otlp_metrics(otlp_metrics), settings=settings, **given)
+        try:
+            processor = AgentEvalSpanProcessor(catalog, registry=registry, **options)
+        except ValueError as exc:  # the registry is held (another processor's, not shut down): score without it
+            if registry is None:
+                raise
+            logger.error("%s; install() scores without Prometheus metrics in that registry (agent_eval_* not served)", exc)
+            processor = AgentEvalSpanProcessor(catalog, registry=None, **options)
         try:  # the provider gets it last, once all else went through; a failure leaves nothing behind
             attach(processor, settings, catalog)
             provider.add_span_processor(processor)
@@ -78,7 +98,8 @@ def install(
 
 def _usable(given: dict[str, Any]) -> dict[str, Any]:
     """The arguments that can be used; a bad one is logged, naming it, and the environment's value or the default
-    is used instead, as for a bad environment variable. (A bad `redact_keys` is kept: redaction fails closed.)"""
+    is used instead, as for a bad environment variable. (A bad `redact_keys` is kept: redaction fails closed.)
+    Booleans given as text read as the environment variables' do ("false" is False), never as truthy."""
     usable = {}
     for name, value in given.items():
         check = ARGUMENTS.get(name)
@@ -88,9 +109,59 @@ def _usable(given: dict[str, Any]) -> dict[str, Any]:
             try:
                 usable[name] = check(value)
             except ValueError as exc:
-                logger.warning("otel-agent-eval: ignoring install(%s=%r) (%s); using its OTEL_AGENT_EVAL_* setting or "
+                logger.warning("otel-agent-eval: ignoring install(%s=%r) (%s); using its environment variable or "
                                "the default", name, value, exc)
     return usable
+
+
+def _known(options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments the processor takes; any other (a typo) is logged, naming it, and left out."""
+    known = _option_names()
+    for name in [n for n in options if n not in known]:
+        close = difflib.get_close_matches(name, known, n=1)
+        logger.warning("otel-agent-eval: ignoring install(%s=%r): unknown argument %s%s", name, options.pop(name), name,
+                       f" (did you mean {close[0]}?)" if close else "")
+    return options
+
+
+def _option_names() -> list[str]:
+    """`install(**processor_options)` names: the processor's and the pipeline's keyword arguments, less the
+    ones install() sets itself."""
+    names = {*inspect.signature(AgentEvalSpanProcessor.__init__).parameters, *inspect.signature(build_pipeline).parameters}
+    return sorted(names - {"self", "options", "settings", "sees_starts", "catalog", "registry", "forward_to", "otlp_metrics",
+                           "profile", "environment"})
+
+
+def _registry(registry: Any) -> CollectorRegistry | None:
+    if registry is None or isinstance(registry, CollectorRegistry):
+        return registry
+    logger.warning("otel-agent-eval: ignoring install(registry=%r) (expected a prometheus_client CollectorRegistry or "
+                   "None); using the default prometheus_client.REGISTRY", registry)
+    return REGISTRY
+
+
+def _otlp_metrics(target: Any) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+    if target is None or isinstance(target, (bool, MetricExporter, MeterProvider)) or target == AUTO:
+        return target
+    logger.warning("otel-agent-eval: ignoring install(otlp_metrics=%r) (expected a MetricExporter, a MeterProvider, True "
+                   "or False); using the default %r (the global MeterProvider's OTLP readers, if any)", target, AUTO)
+    return AUTO
+
+
+def zero_code_exporter(provider: TracerProvider) -> AgentEvalSpanExporter | None:
+    """The running `AgentEvalSpanExporter` behind one of `provider`'s span processors (the SDK configurator puts
+    it behind a `BatchSpanProcessor`), or None. The SDK keeps both links private (`_active_span_processor.
+    _span_processors`, `BatchSpanProcessor._batch_processor._exporter` in 1.45), so any other layout reads as None."""
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    for processor in processors if isinstance(processors, tuple) else ():
+        exporter = (getattr(processor, "span_exporter", None)
+                    or getattr(getattr(processor, "_batch_processor", None), "_exporter", None))
+        if isinstance(exporter, AgentEvalSpanExporter) and not exporter.is_shut_down:
+            return exporter
+    return None
 
 
 def _undo(processor: AgentEvalSpanProcessor) -> None:

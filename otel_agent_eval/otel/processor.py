@@ -23,13 +23,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
-from ..config.settings import check_arguments
+from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
-from .wiring import build_pipeline, link_otlp_metrics
+from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
@@ -38,8 +38,13 @@ _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
 class AgentEvalSpanProcessor(SpanProcessor):
     """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics and enriched spans.
 
-    `catalog` is a `Catalog`, a path to a catalog file, or None for the packaged default (a broken file raises
-    `CatalogError` here, before the app runs). `forward_to` is the processor that should export spans (e.g.
+    Every setting not given as an argument (None counts as not given) is read from the `OTEL_AGENT_EVAL_*`
+    environment variables, or from `settings`, as `install()` reads them (`wiring.resolve`): explicit argument,
+    then environment, then default; serving /metrics and reloading the catalog stay `install()`'s.
+    `catalog` is a `Catalog`, a path to a catalog file, or None for `OTEL_AGENT_EVAL_CATALOG` or the packaged
+    default. A file that cannot be used is logged and the packaged catalog scores instead, with
+    `agent_eval_catalog_fallback` at 1, as with `install()`: a catalog is a file a deployment can break, and that
+    never stops the app. `forward_to` is the processor that should export spans (e.g.
     `BatchSpanProcessor(OTLPSpanExporter())`): it receives every span, tool spans as enriched copies with
     `agent_eval.*` attributes and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
     `on_call(record, score)` and `on_run(run)` are called for each scored call and finished run (on the
@@ -60,13 +65,18 @@ class AgentEvalSpanProcessor(SpanProcessor):
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
 
     def __init__(self, catalog: Catalog | PathLike | None = None, *, registry: CollectorRegistry | None = REGISTRY,
-                 forward_to: SpanProcessor | None = None, enrich: bool = True, max_open_traces: int = 10_000,
+                 forward_to: SpanProcessor | None = None, enrich: bool | None = None, max_open_traces: int = 10_000,
                  background: bool = True, queue_limit: int = DEFAULT_LIMIT, otlp_metrics: Any = None,
-                 otlp_histograms: str | None = None, **options: Any) -> None:
+                 otlp_histograms: str | None = None, settings: Settings | None = None, **options: Any) -> None:
         check_arguments(queue_limit=queue_limit)
         histograms = histograms_setting(otlp_histograms)  # bad values raise here and in build_pipeline: nothing registered
-        self.pipeline, self.metrics = build_pipeline(catalog, registry=registry, enrich=enrich and forward_to is not None,
-                                                     max_open_traces=max_open_traces, **options)
+        # every scoring setting not given here comes from OTEL_AGENT_EVAL_* (redaction too), by install()'s rules
+        settings = settings or Settings.from_env()
+        given = {name: value for name, value in dict(options, enrich=enrich).items() if value is not None}
+        resolved = resolve(settings, catalog=catalog, **given)
+        resolved["enrich"] = resolved["enrich"] and forward_to is not None
+        self.pipeline, self.metrics = build_pipeline(registry=registry, max_open_traces=max_open_traces, **resolved)
+        show_fallback(self, settings, catalog)
         if forward_to is None:  # nothing to forward copies to: keep scoring, skip building copies
             self.pipeline.enricher = None
         self.forward_to = forward_to

@@ -116,13 +116,7 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
 
 def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None = None) -> None:
     """Serve /metrics and start catalog reloading for `owner`, as the settings ask."""
-    wanted = catalog if catalog is not None else settings.catalog
-    owner.metrics.catalog_fallback = (wanted is not None and not isinstance(wanted, Catalog)
-                                      and owner.pipeline.catalog.source.startswith("<packaged"))
-    if owner.metrics.catalog_fallback:  # a reload without arguments reads the wanted file again, not the packaged one
-        owner.pipeline.fallback_for = os.fspath(wanted)
-        # and once it loads, the profile and environment configured for it apply (the packaged catalog may lack them)
-        owner.pipeline.wanted_names = {"profile": settings.profile, "environment": settings.environment}
+    show_fallback(owner, settings, catalog)
     if settings.metrics_enabled and owner.metrics.registry is not None:
         registry = multiprocess_registry(owner.metrics) if multiprocess_dir() else owner.metrics.registry
         start_metrics_endpoint(owner, registry, settings)
@@ -131,6 +125,19 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
         watch_catalog(owner, path, settings.catalog_poll_seconds)
     if settings.reload_on_sighup:
         reload_on_sighup(owner, path)
+
+
+def show_fallback(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None = None) -> None:
+    """`agent_eval_catalog_fallback` at 1 when the wanted catalog file could not be used (`resolve` fell back),
+    and a later reload without arguments reads that file again. Every owner does this, a processor built
+    by hand too: it serves nothing, but it scores with the packaged catalog all the same."""
+    wanted = catalog if catalog is not None else settings.catalog
+    owner.metrics.catalog_fallback = (wanted is not None and not isinstance(wanted, Catalog)
+                                      and owner.pipeline.catalog.source.startswith("<packaged"))
+    if owner.metrics.catalog_fallback:  # a reload without arguments reads the wanted file again, not the packaged one
+        owner.pipeline.fallback_for = os.fspath(wanted)
+        # and once it loads, the profile and environment configured for it apply (the packaged catalog may lack them)
+        owner.pipeline.wanted_names = {"profile": settings.profile, "environment": settings.environment}
 
 
 AUTO = "auto"  # otlp_metrics of install() and the zero-code exporter: the app's OTLP metric readers, if it has any
