@@ -159,7 +159,7 @@ def test_catalog_error_is_a_value_error_with_parts():
 
 
 def test_describe_catalog_aligns_long_names_and_lists_model_prices(tmp_path):
-    from otel_agent_eval.config.catalog import check_summary, describe_catalog
+    from otel_agent_eval.tools.cli import check_summary, describe
 
     path = tmp_path / "c.yaml"
     path.write_text(
@@ -171,7 +171,7 @@ def test_describe_catalog_aligns_long_names_and_lists_model_prices(tmp_path):
         "models:\n"
         "  nonexistent-model-id-12345: {input_per_1k: 0.001, output_per_1k: 0.002}\n", encoding="utf-8")
     catalog = load_catalog(path)
-    text = describe_catalog(catalog)
+    text = describe(catalog)
     blocks = text.split("\n\n")
     tools, tasks, models = blocks[1].splitlines(), blocks[2].splitlines(), blocks[3].splitlines()
     for table, left in ((tools, ("tier", "capabilities")), (tasks, ("capability", "profile", "optimal tool", "match"))):

@@ -132,7 +132,7 @@ def test_a_drafted_catalog_scores_no_call_as_wasteful(traces, tmp_path):
     draft = tmp_path / "catalog.yaml"
     assert cli("catalog", "draft", str(traces), "-o", str(draft))[0] == 0
     code, out, err = cli("catalog", "check", str(draft))
-    assert code == 0 and "ok (3 tools, 1 tasks)" in out, err
+    assert code == 0 and "ok (3 tools, 1 task)" in out, err
     code, report = score_json(traces, draft)
     assert code == 0 and report["gate"]["passed"]
     tools = [t for g in report["groups"] for t in g["tools"]]
@@ -283,7 +283,7 @@ def test_score_names_what_the_catalog_lacks_and_the_command_that_drafts_it(trace
     lacks = ("the catalog lacks 3 tools (local_search: 8 calls, clock: 1 call, kb-local_search: 1 call) "
              f"and 1 model price ({MODEL}: 10 calls)")
     assert f"Coverage: {lacks}. Unknown tools score 0.\nDraft what it lacks: {command}\n" in out
-    assert err.splitlines()[-1] == f"otel-agent-eval: {lacks} (unknown tools score 0); draft what it lacks: {command}"
+    assert err.splitlines()[-1] == f"otel-agent-eval: {lacks}. Unknown tools score 0. Draft what it lacks: {command}"
     user = tmp_path / "mine.yaml"
     user.write_text(USER)
     code, out, err = cli("score", str(traces), "--catalog", str(user), "--json")

@@ -427,7 +427,7 @@ def test_catalog_check_prints_every_problem_with_its_line_and_exits_2(tmp_path, 
     os.mkfifo(fifo)
     assert main(["catalog", "check", str(good), str(bad), str(fifo)]) == 2
     out, err = capsys.readouterr()
-    assert out == f"{good}: ok (2 tools, 1 tasks)\n"
+    assert out == f"{good}: ok (2 tools, 1 task)\n"
     assert sorted(err.splitlines()) == sorted([f"otel-agent-eval: {bad}:{m}" for m in MANY_MESSAGES]
                                               + [f"otel-agent-eval: {fifo}: not a regular file (a FIFO); a catalog must be a plain YAML file"])
     assert main(["catalog", "check", str(good)]) == 0

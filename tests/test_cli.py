@@ -27,7 +27,7 @@ def test_catalog_check_ok_and_broken(tmp_path, capsys):
     good = tmp_path / "good.yaml"
     good.write_text("tools:\n  search: {cost_usd: 0, latency_ms: 5, capabilities: [s], complexity: simple}\n")
     assert main(["catalog", "check", str(good)]) == 0
-    assert "ok (1 tools, 0 tasks)" in capsys.readouterr().out
+    assert "ok (1 tool, 0 tasks)" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("tools:\n  web_search:\n    cost_usd: -0.003\n    latency_ms: 400\n    capabilities: [search]\n    complexity: moderate\n")
     assert main(["catalog", "check", str(good), str(bad)]) == 2
@@ -41,7 +41,7 @@ def test_catalog_check_warns_of_a_task_no_tool_fits_and_still_passes(tmp_path, c
                        "tasks:\n  research: {match: {gen_ai.agent.name: r}, capability: s, complexity: advanced}\n")
     assert main(["catalog", "check", str(catalog)]) == 0
     out, err = capsys.readouterr()
-    assert "ok (1 tools, 1 tasks)" in out
+    assert "ok (1 tool, 1 task)" in out
     assert err == (f"otel-agent-eval: warning: {catalog}: tasks.research: no tool with capability 's' is advanced "
                    "(they are simple): the closest tier is picked as optimal; add a tool or set optimal_tool\n")
 

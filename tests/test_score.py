@@ -543,8 +543,8 @@ def test_cli_gate_exit_codes_and_one_line_per_failing_gate(app, tmp_path):
     gate_lines = [line for line in failed.stderr.splitlines() if line.startswith("otel-agent-eval: gate failed: ")]
     assert gate_lines == [f"otel-agent-eval: gate failed: {check}" for check in failing]
     coverage = ("otel-agent-eval: the catalog lacks 1 tool (mystery_tool: "
-                f"{sum(t.calls for g in report.groups for t in g.tools if not t.known)} calls) (unknown tools score 0); "
-                "draft what it lacks: otel-agent-eval catalog draft traces -o catalog.yaml")
+                f"{sum(t.calls for g in report.groups for t in g.tools if not t.known)} calls). Unknown tools score 0. "
+                "Draft what it lacks: otel-agent-eval catalog draft traces -o catalog.yaml")
     assert failed.stderr.splitlines() == [*gate_lines, coverage] and "Traceback" not in failed.stderr
     assert "Gate: FAILED" in failed.stdout and "Poorest tool choices" in failed.stdout
     for group in report.groups:
@@ -632,9 +632,9 @@ def test_cli_strict_turns_skipped_input_into_exit_2(app, tmp_path):
     write(tmp_path / "t.json", text + text.splitlines()[0][:50] + "\n")
     code, out, err = main_in_process(["t.json", "--fail-under", "efficiency=0"], tmp_path)
     assert code == 0 and err.startswith(f"otel-agent-eval: t.json:{text.count(chr(10)) + 1}: truncated JSON")
-    assert "1 unreadable records or spans skipped" in out
+    assert "1 unreadable record or span skipped" in out
     code, _, err = main_in_process(["t.json", "--fail-under", "efficiency=0", "--strict"], tmp_path)
-    assert code == 2 and err.splitlines()[-1] == "otel-agent-eval: --strict: 1 records or spans skipped, 0 files without spans"
+    assert code == 2 and err.splitlines()[-1] == "otel-agent-eval: --strict: 1 record or span skipped, 0 files without spans"
 
 
 def test_reports_get_the_mode_a_plain_open_gives(tmp_path):

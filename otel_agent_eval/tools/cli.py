@@ -208,7 +208,7 @@ def _catalog(args: argparse.Namespace) -> int:
             if catalog is not None:
                 for warning in catalog.warnings():  # valid, so the check still passes
                     print(f"otel-agent-eval: warning: {path}: {warning}", file=sys.stderr)
-                print(f"{path}: ok ({len(catalog.tools)} tools, {len(catalog.tasks)} tasks)")
+                print(f"{path}: ok ({check_summary(catalog)})")
             failed = failed or bool(problems)
         return EXIT_USAGE if failed else 0
     else:
@@ -226,22 +226,43 @@ def _demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
+def check_summary(catalog: Catalog) -> str:
+    """What `catalog check` counts in a valid catalog: `2 tools, 1 task`."""
+    from .score_table import plural
+
+    return f"{plural(len(catalog.tools), 'tool')}, {plural(len(catalog.tasks), 'task')}"
+
+
 def describe(catalog: Catalog) -> str:
-    """A plain-text overview of a catalog."""
-    lines = [f"Catalog {catalog.source}", "", f"{'tool':<18} {'cost $':>8} {'latency':>9} {'slo':>9}  {'tier':<9} capabilities"]
-    for t in catalog.tools.values():
-        slo = f"{t.latency_slo_ms:g}ms" if t.latency_slo_ms else "-"
-        lines.append(f"{t.name:<18} {t.cost_usd:>8.4f} {t.latency_ms:>7g}ms {slo:>9}  {t.complexity:<9} {', '.join(t.capabilities)}")
+    """A plain-text overview of a catalog (`catalog show`): tools, tasks, model prices, profiles, thresholds; each
+    column as wide as its longest cell."""
+    lines = [f"Catalog {catalog.source}", ""]
+    lines += _columns(
+        ["tool", "cost $", "latency", "slo", "tier", "capabilities"],
+        [[t.name, f"{t.cost_usd:.4f}", f"{t.latency_ms:g}ms", f"{t.latency_slo_ms:g}ms" if t.latency_slo_ms else "-",
+          t.complexity, ", ".join(t.capabilities)] for t in catalog.tools.values()], right=(1, 2, 3))
     if catalog.tasks:
-        lines += ["", f"{'task':<14} {'capability':<14} {'profile':<17} {'optimal tool':<18} match"]
-        for r in catalog.tasks:
-            match = ", ".join(f"{k}={'|'.join(v)}" for k, v in r.match.items()) or "-"
-            lines.append(f"{r.name:<14} {r.capability:<14} {r.profile or catalog.default_profile:<17} {r.optimal_tool or '(best by profile)':<18} {match}")
-    lines += ["", "profiles: " + ", ".join(f"{p.name} (cost {p.cost_weight:g} / latency {p.latency_weight:g})" for p in catalog.profiles.values())]
-    lines.append("thresholds: " + ", ".join(f"{t.environment} (warn < {t.warn:g}, fail < {t.fail:g})" for t in catalog.thresholds.values()))
+        lines += [""] + _columns(
+            ["task", "capability", "profile", "optimal tool", "match"],
+            [[r.name, r.capability, r.profile or catalog.default_profile, r.optimal_tool or "(best by profile)",
+              ", ".join(f"{k}={'|'.join(v)}" for k, v in r.match.items()) or "-"] for r in catalog.tasks])
+    if catalog.models:
+        lines += [""] + _columns(
+            ["model", "input $/1k", "cached input $/1k", "output $/1k"],
+            [[name, f"{m.input_per_1k:g}", "-" if m.cached_input_per_1k is None else f"{m.cached_input_per_1k:g}",
+              f"{m.output_per_1k:g}"] for name, m in catalog.models.items()], right=(1, 2, 3))
+    lines += ["", "profiles: " + ", ".join(f"{p.name} (cost {p.cost_weight:g} / latency {p.latency_weight:g})"
+                                           for p in catalog.profiles.values())]
+    lines.append("thresholds: " + ", ".join(f"{t.environment} (warn < {t.warn:g}, fail < {t.fail:g})"
+                                            for t in catalog.thresholds.values()))
     lines.append(f"defaults: profile {catalog.default_profile}, environment {catalog.default_environment}")
     return "\n".join(lines)
 
+
+def _columns(headers: list[str], rows: list[list[str]], right: tuple[int, ...] = ()) -> list[str]:
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    return ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            for row in [headers, *rows]]
 
 if __name__ == "__main__":
     sys.exit(main())

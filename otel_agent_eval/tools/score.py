@@ -85,12 +85,14 @@ def run_score(args: argparse.Namespace) -> int:
         _error(f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}")
         return EXIT_BAD_INPUT
     if report.calls == 0 and report.runs == 0:
-        _error(f"no tool calls or agent runs in {inputs.spans:,} spans: none follows the GenAI, OpenInference or OpenLLMetry "
+        _error(f"no tool calls or agent runs in {inputs.spans:,} span{'s' if inputs.spans != 1 else ''}: none follows the GenAI, OpenInference or OpenLLMetry "
                "conventions or the Vercel AI SDK's ai.* spans (or the catalog's attribute_mapping)")
         return EXIT_BAD_INPUT
 
     gate = evaluate_gate(report, fail_under)
-    next_step = None if report.coverage.complete else draft_command(args.files, chosen.path)
+    # What a draft adds; nothing when all the catalog lacks is prices it names in comments (the coverage line says so)
+    coverage = report.coverage
+    next_step = None if coverage.complete or coverage.prices_to_set else draft_command(args.files, chosen.path)
     if args.json:
         data = report.to_dict()
         data["coverage"]["draft_command"] = next_step
@@ -120,11 +122,16 @@ def run_score(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
     for check in gate.failed:
         _error(f"gate failed: {check}")
-    if gate.failed and next_step is not None:
-        _error(f"{report.coverage.describe()} (unknown tools score 0); draft what it lacks: {next_step}")
+    if gate.failed and not coverage.complete:
+        from .score_table import coverage_line
+
+        _error(coverage_line(report) + (f" Draft what it lacks: {next_step}" if next_step else ""))
     skipped = inputs.records_skipped + inputs.spans_skipped
     if args.strict and (skipped or inputs.files_without_spans):
-        _error(f"--strict: {skipped:,} records or spans skipped, {inputs.files_without_spans} files without spans")
+        from .score_table import plural
+
+        _error(f"--strict: {plural(skipped, 'record or span', 'records or spans')} skipped, "
+               f"{plural(inputs.files_without_spans, 'file')} without spans")
         return EXIT_BAD_INPUT
     return 0 if gate.passed else EXIT_GATE_FAILED
 

@@ -79,9 +79,15 @@ def task_label(task: str | None) -> str:
 
 
 def coverage_line(report: Report) -> str:
-    """What the catalog lacks, in a sentence; that unknown tools score 0 only when some tool is unknown."""
+    """What the catalog lacks, in a sentence; that unknown tools score 0 only when some tool is unknown; when all it
+    lacks is prices its file already names in commented lines, that they are to be set there (a draft adds nothing)."""
     coverage = report.coverage
-    return f"{coverage.describe()}." + (" Unknown tools score 0." if coverage.unknown_tools else "")
+    line = f"{coverage.describe()}." + (" Unknown tools score 0." if coverage.unknown_tools else "")
+    if coverage.prices_to_set:
+        names = ", ".join(printable(model) for model, _ in coverage.unpriced_models)
+        line += (f" Set their prices under models: in {printable(report.catalog)}: the lines for {names} are "
+                 "there, commented; uncomment them and fill in input_per_1k and output_per_1k.")
+    return line
 
 
 def priced_by(sources: Sequence[str]) -> str:
