@@ -21,7 +21,7 @@ from deepeval.metrics import BaseMetric
 from deepeval.test_case import LLMTestCase
 
 from ..config.catalog import Catalog, Profile, TaskRoute, Thresholds, Tool, load_catalog
-from ..core.scoring import Scorer, StaticScore
+from ..core.scoring import FAIL, OPTIMAL, Scorer, StaticScore, choice_of
 
 _TASK = "metric"  # the one task of the catalog a metric built from the article's arguments scores against
 
@@ -47,8 +47,9 @@ class ToolEfficiencyMetric(BaseMetric):
     The score is the live scorer's (`core/scoring.py`): one policy for routing, capability,
     complexity and the cost and latency ratios, online and offline. Built from the article's
     arguments, it scores against a one-task catalog of those tools; built `from_catalog`, it
-    gives exactly the number the span processor gives the same call for that task. Success:
-    score >= threshold, or the tool is in `acceptable_tools`.
+    gives exactly the number the span processor gives the same call for that task. Success is
+    the live `agent_eval.passed` (verdict not `fail`): the optimal tool, a tool in
+    `acceptable_tools`, or score >= threshold.
     """
 
     def __init__(
@@ -143,9 +144,20 @@ class ToolEfficiencyMetric(BaseMetric):
         self.score_breakdown = {"cost": judged.cost_score, "latency": judged.latency_score}
         if judged.complexity_score is not None:
             self.score_breakdown["complexity"] = judged.complexity_score
-        self.success = self.score >= self.threshold or used[0] in self.acceptable_tools
+        self.success = self._passed(judged)
         self.reason = judged.reason
         return self.score
+
+    def _passed(self, judged: StaticScore) -> bool:
+        """The live `agent_eval.passed` (verdict != "fail") for this call and task, so offline and live agree:
+        the route's optimal tool, a tool it lists as acceptable, or efficiency at the `fail` level. An overridden
+        `threshold` takes the `fail` level's place on the same ladder."""
+        if self.threshold == judged.threshold or not judged.known:
+            return judged.verdict != FAIL
+        route = self._policy[1] if self._policy is not None else None
+        listed = route is not None and judged.tool in route.acceptable_tools
+        return choice_of(judged.outcome == OPTIMAL, listed, judged.efficiency,
+                         Thresholds("", self.threshold, self.threshold))[1] != FAIL
 
     async def a_measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
         return self.measure(test_case)
@@ -169,7 +181,8 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
 
     The score is the efficiency score times the tier fit (1 same tier, 0.5 one tier
     off, 0 two tiers off). Tool tiers come from `tool_complexity`, else from `catalog`
-    (default: the packaged catalog).
+    (default: the packaged catalog). Success is `ToolEfficiencyMetric`'s, the live verdict's:
+    the optimal tool and a listed acceptable tool pass even one tier off.
     """
 
     def __init__(
@@ -202,7 +215,6 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
         if not used:
             return score
         fit = self.score_breakdown.get("complexity", 1.0)
-        self.success = score >= self.threshold or (used[0] in self.acceptable_tools and fit == 1.0)
         if fit == 1.0:
             self.reason = f"Complexity fits: {self.task_complexity} task. {self.reason}"
         return score
