@@ -168,13 +168,11 @@ def assert_identical(both: Both, tool_spans: int) -> None:
     assert mine_series.keys() == their_series.keys()
     for key, value in mine_series.items():  # counts exactly; sums of durations may differ in the last bits by order
         assert value == their_series[key] if not key[0].endswith("_sum") else math.isclose(value, their_series[key], rel_tol=1e-9), key
-    # Offline, the deepeval metric for the same task gives every routed call the same number.
+    # Offline, the deepeval metric for the same task (routed or not) gives every call the same number and verdict.
     metrics: dict[str, ToolEfficiencyMetric] = {}
     for span_id in enriched:
         attrs = mine[span_id].attributes
-        task = attrs["agent_eval.task"]
-        if not task:
-            continue
+        task = attrs["agent_eval.task"]  # '' for an unrouted call: from_catalog(task=run.task) scores it too
         metric = metrics.setdefault(task, ToolEfficiencyMetric.from_catalog(CATALOG, task=task))
         name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
         metric.measure(LLMTestCase(input="q", actual_output="a", tools_called=[ToolCall(name=name)]))
