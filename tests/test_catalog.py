@@ -156,3 +156,13 @@ def test_catalog_error_is_a_value_error_with_parts():
             """), source="c.yaml")
     error = caught.value
     assert (error.source, error.path, error.line) == ("c.yaml", "tools.search.cost_usd", 2)
+
+
+def test_the_schema_states_the_real_ignore_tools_default():
+    """An editor shows this text: every name of the default list, which the catalog uses when the key is absent."""
+    from otel_agent_eval.config.catalog import DEFAULT_IGNORE_TOOLS
+
+    description = CATALOG_SCHEMA["properties"]["ignore_tools"]["description"]
+    assert all(repr(name) in description for name in DEFAULT_IGNORE_TOOLS) and len(DEFAULT_IGNORE_TOOLS) == 4
+    tools = "tools:\n  t: {cost_usd: 0, latency_ms: 1, capabilities: [c], complexity: simple}\n"
+    assert parse_catalog(tools).ignore_tools == DEFAULT_IGNORE_TOOLS

@@ -273,7 +273,10 @@ CATALOG_SCHEMA: dict[str, Any] = {
         },
         "ignore_tools": {
             **_NAMES,
-            "description": "Framework-internal tools whose calls are not scored (default: [final_answer]).",
+            # derived from the constant, in a stable order (a frozenset's order changes with the hash seed)
+            "description": "Framework-internal tools whose calls are not scored (default: "
+                           f"{', '.join(repr(name) for name in sorted(DEFAULT_IGNORE_TOOLS))}; this list replaces it, "
+                           "[] scores them all).",
         },
     },
 }
