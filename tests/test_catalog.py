@@ -184,3 +184,13 @@ def test_describe_catalog_aligns_long_names_and_lists_model_prices(tmp_path):
     assert models == ["model                       input $/1k  cached input $/1k  output $/1k",
                       "nonexistent-model-id-12345       0.001                  -        0.002"]
     assert check_summary(catalog) == "2 tools, 1 task"
+
+
+def test_the_schema_states_the_real_ignore_tools_default():
+    """An editor shows this text: every name of the default list, which the catalog uses when the key is absent."""
+    from otel_agent_eval.config.catalog import DEFAULT_IGNORE_TOOLS
+
+    description = CATALOG_SCHEMA["properties"]["ignore_tools"]["description"]
+    assert all(repr(name) in description for name in DEFAULT_IGNORE_TOOLS) and len(DEFAULT_IGNORE_TOOLS) == 4
+    tools = "tools:\n  t: {cost_usd: 0, latency_ms: 1, capabilities: [c], complexity: simple}\n"
+    assert parse_catalog(tools).ignore_tools == DEFAULT_IGNORE_TOOLS

@@ -86,3 +86,43 @@ def test_metrics_run_through_deepeval_evaluate(tmp_path, monkeypatch):
     outcomes = sorted((r.metrics_data[0].score, r.metrics_data[0].success) for r in result.test_results)
     assert outcomes == [(pytest.approx(0.06), False), (1.0, True)]
     assert not (tmp_path / ".deepeval").exists()
+
+
+def test_from_catalog_takes_a_catalog_path_as_every_entry_point_does(tmp_path):
+    path = tmp_path / "catalog.yaml"
+    path.write_text("tools:\n  kb: {cost_usd: 0.0, latency_ms: 10, capabilities: [faq_lookup], complexity: simple}\n"
+                    "  web: {cost_usd: 0.01, latency_ms: 500, capabilities: [faq_lookup], complexity: simple}\n"
+                    "tasks:\n  faq: {match: {gen_ai.agent.name: support}, capability: faq_lookup}\n")
+    for given in (path, str(path)):
+        metric = ToolEfficiencyMetric.from_catalog(given, task="faq")
+        assert metric.optimal_tool == "kb" and metric.measure(case("kb")) == 1.0 and metric.is_successful()
+        assert metric.measure(case("web")) < 0.1 and not metric.is_successful()
+
+
+def test_from_catalog_of_an_unrouted_run_scores_as_live_and_complexity_says_what_to_do():
+    """`run.task` is '' for a run no route matched: the metric gives the live scorer's unrouted score."""
+    from otel_agent_eval.core.scoring import Scorer
+
+    catalog = load_catalog()
+    metric = ToolEfficiencyMetric.from_catalog(catalog, task="")
+    for tool in ("local_index", "web_search", "ml_pipeline", "mystery"):
+        live = Scorer(catalog).static_score(tool, None)
+        assert metric.measure(case(tool)) == live.efficiency and metric.reason == live.reason
+        assert metric.is_successful() == (live.verdict != "fail")
+    with pytest.raises(ValueError, match="has no complexity for ContextualComplexityMetric; give task_complexity="):
+        ContextualComplexityMetric.from_catalog(catalog, task="")
+    with pytest.raises(ValueError, match=r"no task 'nope'.*task='' for unrouted"):
+        ToolEfficiencyMetric.from_catalog(catalog, task="nope")
+
+
+def test_a_tool_the_route_names_counts_as_capable_as_scoring_md_says():
+    """docs/scoring.md: a tool without the route's capability scores 0 unless the route names it."""
+    from otel_agent_eval.config.catalog import parse_catalog
+
+    tools = ("tools:\n  kb: {cost_usd: 0.001, latency_ms: 20, capabilities: [faq_lookup], complexity: simple}\n"
+             "  calc: {cost_usd: 0.001, latency_ms: 20, capabilities: [arithmetic], complexity: simple}\n"
+             "tasks:\n  faq: {match: {gen_ai.agent.name: s}, capability: faq_lookup, optimal_tool: kb")
+    for named, expected in (("}", 0.0), (", expected_tools: [kb, calc]}", 1.0), (", acceptable_tools: [calc]}", 1.0)):
+        metric = ToolEfficiencyMetric.from_catalog(parse_catalog(tools + named + "\n"), task="faq")
+        assert metric.measure(case("calc")) == expected, named
+        assert metric.reason.startswith("Capability mismatch") == (expected == 0.0)

@@ -109,3 +109,29 @@ def test_the_setting_reaches_the_zero_code_exporter_and_bad_values_fall_back():
 def test_an_unknown_mode_is_refused_at_construction():
     with pytest.raises(ValueError, match="span, log, both"):
         AgentEvalSpanProcessor(registry=CollectorRegistry(), evaluation_events="stdout")
+
+
+def test_the_health_explanation_never_rounds_up_to_a_perfect_or_passing_score():
+    """Health 99.6 must not be explained as 100/100, nor 69.96 as a passing 70: one decimal, rounded down."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter as Memory
+
+    from otel_agent_eval.core.enrich import health_text
+
+    assert [health_text(h) for h in (99.99, 99.5998, 69.96, 75.3, 100.0, 0.0)] == [
+        "99.9", "99.5", "69.9", "75.3", "100.0", "0.0"]
+    spans = Memory()
+    processor = AgentEvalSpanProcessor(registry=None, forward_to=SimpleSpanProcessor(spans), background=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+        tracer.start_span("execute_tool web_search", attributes={"gen_ai.operation.name": "execute_tool",
+                                                                  "gen_ai.tool.name": "web_search"}).end()
+    provider.shutdown()
+    root = next(s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent"))
+    health = root.attributes["agent_eval.run.health_score"]
+    (explanation,) = [e.attributes["gen_ai.evaluation.explanation"] for e in root.events
+                      if e.attributes.get("gen_ai.evaluation.name") == "agent_eval.run_health"]
+    shown = float(explanation.split()[1].split("/")[0])
+    assert shown <= health < shown + 0.1 and explanation.startswith(f"Health {health_text(health)}/100")

@@ -112,6 +112,7 @@ def test_histogram_quantile_within_5_percent(name: str) -> None:
     )
     for q, err in ours.items():
         assert abs(err) <= 0.05, (q, err)
+    assert abs(ours[0.99]) <= 0.004  # docs/metrics.md states this measurement: p99 within 0.4% on these samples
     # Why not prometheus-client's default buckets: the same data, many times the error.
     assert abs(default[0.99]) >= 0.10
     assert abs(default[0.99]) >= 10 * abs(ours[0.99])

@@ -23,7 +23,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from prometheus_client import CollectorRegistry
 
-from otel_agent_eval import AgentEvalSpanExporter, AgentEvalSpanProcessor, ToolEfficiencyMetric, load_catalog
+from otel_agent_eval import (AgentEvalSpanExporter, AgentEvalSpanProcessor, ContextualComplexityMetric, ToolEfficiencyMetric,
+                             load_catalog)
+from otel_agent_eval.config.catalog import parse_catalog
 from otel_agent_eval.config.settings import Settings
 
 SECRET = "hunter2-SECRET"
@@ -166,17 +168,16 @@ def assert_identical(both: Both, tool_spans: int) -> None:
     assert mine_series.keys() == their_series.keys()
     for key, value in mine_series.items():  # counts exactly; sums of durations may differ in the last bits by order
         assert value == their_series[key] if not key[0].endswith("_sum") else math.isclose(value, their_series[key], rel_tol=1e-9), key
-    # Offline, the deepeval metric for the same task gives every routed call the same number.
+    # Offline, the deepeval metric for the same task (routed or not) gives every call the same number and verdict.
     metrics: dict[str, ToolEfficiencyMetric] = {}
     for span_id in enriched:
         attrs = mine[span_id].attributes
-        task = attrs["agent_eval.task"]
-        if not task:
-            continue
+        task = attrs["agent_eval.task"]  # '' for an unrouted call: from_catalog(task=run.task) scores it too
         metric = metrics.setdefault(task, ToolEfficiencyMetric.from_catalog(CATALOG, task=task))
         name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
         metric.measure(LLMTestCase(input="q", actual_output="a", tools_called=[ToolCall(name=name)]))
         assert (metric.score, metric.reason) == (attrs["agent_eval.efficiency_score"], attrs["agent_eval.reason"])
+        assert metric.is_successful() == attrs["agent_eval.passed"], (task, name)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,3 +202,52 @@ def test_a_burst_of_20000_spans_is_enriched_exactly_once_in_both():
     scored = both.exporter.metrics.registry.get_sample_value("agent_eval_processor_spans_scored_total")
     assert scored == tool_spans and not both.exporter.pipeline.runs.tracked  # nothing left behind
     assert Counter(s.name.split()[0] for s in both.exported.get_finished_spans())["execute_tool"] == tool_spans
+
+
+TIER_CATALOG = parse_catalog("""
+tools:
+  big_search: {cost_usd: 0.01, latency_ms: 500, capabilities: [search], complexity: advanced}
+  mid_search: {cost_usd: 0.004, latency_ms: 200, capabilities: [search], complexity: moderate}
+  small_search: {cost_usd: 0.001, latency_ms: 50, capabilities: [search], complexity: simple}
+  calc: {cost_usd: 0.0, latency_ms: 5, capabilities: [math], complexity: simple}
+tasks:
+  lookup: {match: {gen_ai.agent.name: agent1}, capability: search, complexity: simple, optimal_tool: big_search}
+  find: {match: {gen_ai.agent.name: agent2}, capability: search, complexity: moderate,
+         acceptable_tools: [small_search, big_search]}
+  sum: {match: {gen_ai.agent.name: agent3}, capability: math, complexity: moderate, acceptable_tools: [mid_search]}
+""", source="<tiers>")
+
+
+def test_offline_success_is_the_live_passed_for_every_tool_and_task_across_tiers():
+    """`is_successful()` is `agent_eval.passed` (verdict != fail) for the same call and task: the route's optimal tool
+    of another tier than the task (efficiency 0.0 and still `optimal`), acceptable tools one tier off, the rest."""
+    seen = []
+    processor = AgentEvalSpanProcessor(TIER_CATALOG, registry=None, background=False, on_call=lambda r, s: seen.append(s))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    agents = {"lookup": "agent1", "find": "agent2", "sum": "agent3"}
+    tools = [*TIER_CATALOG.tools, "mystery_tool"]
+    for task, agent in agents.items():
+        for tool in tools:
+            tracer.start_span(f"execute_tool {tool}", attributes={"gen_ai.operation.name": "execute_tool",
+                                                                  "gen_ai.tool.name": tool, "gen_ai.agent.name": agent}).end()
+    provider.shutdown()
+    live = {(s.task, s.tool): s for s in seen}
+    assert len(live) == len(agents) * len(tools)
+    assert live[("lookup", "big_search")].efficiency == 0.0 and live[("lookup", "big_search")].passed
+    assert live[("find", "small_search")].passed and live[("find", "small_search")].efficiency < 1
+    for (task, tool), score in live.items():
+        for cls in (ToolEfficiencyMetric, ContextualComplexityMetric):
+            metric = cls.from_catalog(TIER_CATALOG, task=task)
+            metric.measure(LLMTestCase(input="q", actual_output="a", tools_called=[ToolCall(name=tool)]))
+            assert (metric.score, metric.is_successful()) == (score.efficiency, score.passed), (cls.__name__, task, tool)
+
+
+def test_catalog_check_warns_about_an_optimal_tool_of_another_tier_than_its_task():
+    """Live, such a route's optimal tool scores `optimal`/pass with efficiency 0.0: `catalog check` says so."""
+    warnings = TIER_CATALOG.warnings()
+    assert [w for w in warnings if "optimal_tool '" in w] == [
+        "tasks.lookup: optimal_tool 'big_search' is advanced, the task is simple: its calls score optimal with "
+        "efficiency scaled by the tier fit; set the task's complexity or another optimal_tool"]
+    assert not [w for w in CATALOG.warnings() if "optimal_tool '" in w]

@@ -639,3 +639,23 @@ def test_random_text_around_a_pair_never_leaks_nor_raises(before, sep, key, secr
     assert not leaks(secret, out["app.text"]), out["app.text"]
     events = Redactor(PATTERN).events([Event("exception", {"exception.message": text}, 1)])
     assert not leaks(secret, events)
+
+
+def test_the_documented_example_pattern_masks_secrets_and_keeps_token_counts():
+    """docs/configuration.md and docs/processes.md give one example `redact_keys`: keys match as substrings, so it
+    must mask secrets without turning the token counts of an LLM span into `[REDACTED]` strings."""
+    from pathlib import Path
+
+    from otel_agent_eval.core.redact import Redactor
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    table = re.search(r"\(e\.g\. `([^`]+)`\)", (docs / "configuration.md").read_text()).group(1).replace("\\|", "|")
+    inline = re.search(r'redact_keys=r"([^"]+)"', (docs / "processes.md").read_text()).group(1)
+    assert table == inline
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 3,
+             "gen_ai.usage.cache_read.input_tokens": 2, "llm.token_count.total": 10, "llm.token_count.prompt": 7,
+             "app.api_key": "sk-1", "x-api-key": "sk-2", "auth_token": "t", "db.password": "p", "client_secret": "s"}
+    Redactor(table).apply(attrs)
+    assert {k: v for k, v in attrs.items() if v == "[REDACTED]"}.keys() == {
+        "app.api_key", "x-api-key", "auth_token", "db.password", "client_secret"}
+    assert attrs["gen_ai.usage.input_tokens"] == 5 and attrs["llm.token_count.total"] == 10

@@ -117,3 +117,22 @@ def test_a_call_that_folds_is_counted_as_folded_each_time_it_comes():
     assert sum(calls.values()) == 240
     assert sum(v for k, v in calls.items() if dict(k)["gen_ai_agent_name"] == "_other_") > 0
     app.provider.shutdown()
+
+
+@pytest.mark.parametrize("max_samples", [0, 1_000])
+def test_a_call_folded_past_the_budget_keeps_its_error_state(max_samples):
+    """With the budget used up, a call's tool folds to `_other_` in the duration histogram, but a call that did not fail
+    keeps `error_type=""` (an `error_type!=""` query must not count it as failed); a failed one is `_OTHER`."""
+    app = App(background=False, max_samples=max_samples)
+    for tool in CATALOG_TOOLS:
+        app.tracer.start_span("execute_tool", attributes=tool_attrs(tool)).end()
+    failed = app.tracer.start_span("execute_tool", attributes=tool_attrs("ml_pipeline", **{"error.type": "TimeoutError"}))
+    failed.set_status(Status(StatusCode.ERROR))
+    failed.end()
+    app.provider.force_flush()
+    durations = app.series("gen_ai_execute_tool_duration_seconds_count")
+    assert sum(durations.values()) == len(CATALOG_TOOLS) + 1
+    assert any(dict(k)["gen_ai_tool_name"] == "_other_" for k in durations)  # the budget did fold some
+    assert sum(v for k, v in durations.items() if dict(k)["error_type"] != "") == 1
+    assert all(dict(k)["error_type"] in ("", "_OTHER") for k in durations if dict(k)["gen_ai_tool_name"] == "_other_")
+    app.provider.shutdown()

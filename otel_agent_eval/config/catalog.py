@@ -273,7 +273,10 @@ CATALOG_SCHEMA: dict[str, Any] = {
         },
         "ignore_tools": {
             **_NAMES,
-            "description": "Framework-internal tools whose calls are not scored (default: [final_answer]).",
+            # derived from the constant, in a stable order (a frozenset's order changes with the hash seed)
+            "description": "Framework-internal tools whose calls are not scored (default: "
+                           f"{', '.join(repr(name) for name in sorted(DEFAULT_IGNORE_TOOLS))}; this list replaces it, "
+                           "[] scores them all).",
         },
     },
 }
@@ -437,10 +440,19 @@ class Catalog:
 
     def warnings(self) -> list[str]:
         """What is valid but probably not meant: a task whose complexity no capable tool has
-        (without an `optimal_tool`, the best fit one tier off becomes its optimal pick)."""
+        (without an `optimal_tool`, the best fit one tier off becomes its optimal pick), or an
+        `optimal_tool` of another tier than its task (its own calls then score `optimal` and pass
+        with efficiency scaled by the tier fit, down to 0.0)."""
         out = []
         for route in self.tasks:
-            if route.complexity is None or route.optimal_tool:
+            if route.complexity is None:
+                continue
+            if route.optimal_tool:
+                named = self.tool(route.optimal_tool)
+                if named is not None and named.complexity != route.complexity:
+                    out.append(f"tasks.{route.name}: optimal_tool {named.name!r} is {named.complexity}, the task is "
+                               f"{route.complexity}: its calls score optimal with efficiency scaled by the tier fit; "
+                               f"set the task's complexity or another optimal_tool")
                 continue
             capable = self.tools_with(route.capability)
             if capable and not any(t.complexity == route.complexity for t in capable):

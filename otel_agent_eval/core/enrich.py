@@ -9,6 +9,8 @@ The attributes that only depend on the catalog are built once per `StaticScore`.
 """
 from __future__ import annotations
 
+import math
+
 import threading
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
@@ -308,11 +310,17 @@ def run_evaluations(run: AgentRun, health_pass: float, redactor: Redactor | None
     return out
 
 
+def health_text(health: float) -> str:
+    """A health score to one decimal, rounded down: 99.96 is "99.9", never a perfect "100" (nor 69.96 a passing
+    "70.0"). The epsilon keeps a score that is a tenth in decimal (75.3, stored as 75.29999...) as it is."""
+    return f"{math.floor(health * 10 + 1e-9) / 10:.1f}"
+
+
 def _run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     e = run.evaluation
     out = [_evaluation(TASK_COMPLETION, 1.0 if e.completed else 0.0, e.completed, e.completion_reason),
            _evaluation(RUN_HEALTH, e.health, e.health >= health_pass,
-                       f"Health {e.health:.0f}/100 (completion, tool accuracy, latency, cost).")]
+                       f"Health {health_text(e.health)}/100 (completion, tool accuracy, latency, cost).")]
     if e.tool_correctness is not None:
         out.append(_evaluation(TOOL_CORRECTNESS, e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
                                f"Expected tools called: {e.tool_correctness:.2f}."))

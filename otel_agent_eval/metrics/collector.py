@@ -399,13 +399,15 @@ class EvalMetrics:
 
     def _new_duration(self, key: tuple[str, str, str]) -> tuple[tuple[str, str, str], BucketCounts]:
         """The (tool, tool type, error_type) histogram of a call: error types capped per tool, then the budget.
-        A tool has one type (a few at most, from a bounded set), so the type adds no series in practice."""
+        A tool has one type (a few at most, from a bounded set), so the type adds no series in practice.
+        Past the budget the tool folds to _other_ but the call keeps its error state ("" if it did not fail, else
+        "_OTHER"), so an `error_type!=""` query still counts failures only."""
         tool = self._tool_label(key[0], count=False)  # the call's series already counted a folded name
         tool_type, error_type = self._label(key[1]), self._label(key[2])
         if (tool, tool_type, error_type) not in self._durations and self._error_types[tool] >= MAX_ERROR_TYPES:
             error_type = "_OTHER"
-        return self._labelled(self._durations, (tool, tool_type, error_type), b.DURATION, (OTHER, "", "_OTHER"),
-                              self._make_duration)
+        other = (OTHER, "", "_OTHER" if error_type else "")
+        return self._labelled(self._durations, (tool, tool_type, error_type), b.DURATION, other, self._make_duration)
 
     def _make_duration(self, labels: tuple[str, str]) -> BucketCounts:
         self._error_types[labels[0]] += 1

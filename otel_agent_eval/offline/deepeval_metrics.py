@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ from deepeval.metrics import BaseMetric
 from deepeval.test_case import LLMTestCase
 
 from ..config.catalog import Catalog, Profile, TaskRoute, Thresholds, Tool, load_catalog
-from ..core.scoring import Scorer, StaticScore
+from ..core.scoring import FAIL, OPTIMAL, UNROUTED, Scorer, StaticScore, choice_of
 
 _TASK = "metric"  # the one task of the catalog a metric built from the article's arguments scores against
 
@@ -47,8 +48,9 @@ class ToolEfficiencyMetric(BaseMetric):
     The score is the live scorer's (`core/scoring.py`): one policy for routing, capability,
     complexity and the cost and latency ratios, online and offline. Built from the article's
     arguments, it scores against a one-task catalog of those tools; built `from_catalog`, it
-    gives exactly the number the span processor gives the same call for that task. Success:
-    score >= threshold, or the tool is in `acceptable_tools`.
+    gives exactly the number the span processor gives the same call for that task. Success is
+    the live `agent_eval.passed` (verdict not `fail`): the optimal tool, a tool in
+    `acceptable_tools`, or score >= threshold.
     """
 
     def __init__(
@@ -74,12 +76,12 @@ class ToolEfficiencyMetric(BaseMetric):
         self.async_mode = False
         self.include_reason = True
         self.evaluation_model = None
-        self._policy: tuple[Scorer, TaskRoute] | None = None  # built on first use, or given by from_catalog
+        self._policy: tuple[Scorer, TaskRoute | None] | None = None  # built on first use, or by from_catalog
 
     @classmethod
     def from_catalog(
         cls,
-        catalog: Catalog | None = None,
+        catalog: Catalog | str | os.PathLike[str] | None = None,
         *,
         task: str,
         environment: str | None = None,
@@ -87,21 +89,34 @@ class ToolEfficiencyMetric(BaseMetric):
         **kwargs: Any,
     ) -> ToolEfficiencyMetric:
         """The metric for a catalog task route: the live scorer's numbers for that task (capability,
-        complexity, profile), with the environment's `fail` level as threshold (override with `threshold=`)."""
-        catalog = catalog or load_catalog()
-        route = catalog.task(task)
-        if route is None:
-            raise ValueError(f"{catalog.source}: no task {task!r}; tasks: {', '.join(t.name for t in catalog.tasks)}")
+        complexity, profile), with the environment's `fail` level as threshold (override with `threshold=`).
+
+        `catalog` is a `Catalog` or a catalog file's path (loaded as `install(catalog=...)` loads it; None:
+        the packaged one). `task=""` is what an unrouted run's `run.task` is: the live scorer's unrouted
+        score (each tool against the best tool of its own capabilities), so `from_catalog(task=run.task)`
+        works for any captured run."""
+        if not isinstance(catalog, Catalog):
+            catalog = load_catalog(catalog)
+        route = catalog.task(task) if task != UNROUTED else None
+        if route is None and task != UNROUTED:
+            raise ValueError(f"{catalog.source}: no task {task!r}; tasks: {', '.join(t.name for t in catalog.tasks)} "
+                             f"(or task='' for unrouted calls)")
+        if issubclass(cls, ContextualComplexityMetric) and "task_complexity" not in kwargs and (
+                route is None or route.complexity is None):
+            raise ValueError(f"{catalog.source}: task {task!r} has no complexity for ContextualComplexityMetric; "
+                             f"give task_complexity=, or use ToolEfficiencyMetric.from_catalog")
         scorer = Scorer(catalog, environment=environment)
-        profile = catalog.profile(route.profile) if route.profile else scorer.default_profile
-        if route.complexity is not None and issubclass(cls, ContextualComplexityMetric):
-            kwargs.setdefault("task_complexity", route.complexity)
+        profile = catalog.profile(route.profile) if route is not None and route.profile else scorer.default_profile
+        if issubclass(cls, ContextualComplexityMetric):
+            if route is not None and route.complexity is not None:
+                kwargs.setdefault("task_complexity", route.complexity)
             kwargs.setdefault("catalog", catalog)
+        optimal = scorer.optimal_for(route) if route is not None else None
         metric = cls(
             tool_costs={name: t.cost_usd for name, t in catalog.names()},
             tool_latencies={name: t.latency_ms for name, t in catalog.names()},
-            optimal_tool=scorer.optimal_for(route).name,
-            acceptable_tools=list(route.acceptable_tools),
+            optimal_tool=optimal.name if optimal is not None else "",  # unrouted: each tool's own best
+            acceptable_tools=list(route.acceptable_tools) if route is not None else [],
             threshold=scorer.thresholds.fail if threshold is None else threshold,
             cost_weight=profile.cost_weight,
             latency_weight=profile.latency_weight,
@@ -143,9 +158,20 @@ class ToolEfficiencyMetric(BaseMetric):
         self.score_breakdown = {"cost": judged.cost_score, "latency": judged.latency_score}
         if judged.complexity_score is not None:
             self.score_breakdown["complexity"] = judged.complexity_score
-        self.success = self.score >= self.threshold or used[0] in self.acceptable_tools
+        self.success = self._passed(judged)
         self.reason = judged.reason
         return self.score
+
+    def _passed(self, judged: StaticScore) -> bool:
+        """The live `agent_eval.passed` (verdict != "fail") for this call and task, so offline and live agree:
+        the route's optimal tool, a tool it lists as acceptable, or efficiency at the `fail` level. An overridden
+        `threshold` takes the `fail` level's place on the same ladder."""
+        if self.threshold == judged.threshold or not judged.known:
+            return judged.verdict != FAIL
+        route = self._policy[1] if self._policy is not None else None
+        listed = route is not None and judged.tool in route.acceptable_tools
+        return choice_of(judged.outcome == OPTIMAL, listed, judged.efficiency,
+                         Thresholds("", self.threshold, self.threshold))[1] != FAIL
 
     async def a_measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
         return self.measure(test_case)
@@ -169,7 +195,8 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
 
     The score is the efficiency score times the tier fit (1 same tier, 0.5 one tier
     off, 0 two tiers off). Tool tiers come from `tool_complexity`, else from `catalog`
-    (default: the packaged catalog).
+    (default: the packaged catalog). Success is `ToolEfficiencyMetric`'s, the live verdict's:
+    the optimal tool and a listed acceptable tool pass even one tier off.
     """
 
     def __init__(
@@ -202,7 +229,6 @@ class ContextualComplexityMetric(ToolEfficiencyMetric):
         if not used:
             return score
         fit = self.score_breakdown.get("complexity", 1.0)
-        self.success = score >= self.threshold or (used[0] in self.acceptable_tools and fit == 1.0)
         if fit == 1.0:
             self.reason = f"Complexity fits: {self.task_complexity} task. {self.reason}"
         return score
