@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import io
 import json
+import re
 import math
 import os
 import random
@@ -40,6 +41,7 @@ from otel_agent_eval.offline.recorded import RecordedSpans, TraceInputError
 from otel_agent_eval.offline.score import in_replay_order, score_traces
 from otel_agent_eval.tools.bench.score import collector_json  # the Collector file exporter's JSON, as the bench writes it
 from otel_agent_eval.tools.cli import main
+from otel_agent_eval.tools.score_table import agent_label, task_label
 
 CATALOG = load_catalog()
 T0 = 1_750_000_000_000_000_000  # recorded time, ns since the epoch
@@ -548,7 +550,8 @@ def test_cli_gate_exit_codes_and_one_line_per_failing_gate(app, tmp_path):
     assert failed.stderr.splitlines() == [*gate_lines, coverage] and "Traceback" not in failed.stderr
     assert "Gate: FAILED" in failed.stdout and "Poorest tool choices" in failed.stdout
     for group in report.groups:
-        assert any(line.split()[:2] == [group.agent or "-", group.task or "-"] for line in failed.stdout.splitlines())
+        assert any(re.split(r"  +", line.strip())[:2] == [agent_label(group.agent), task_label(group.task)]
+                   for line in failed.stdout.splitlines())
 
     passed = cli("traces", "--fail-under", "efficiency=0", cwd=tmp_path)
     assert (passed.returncode, passed.stderr) == (0, "")
@@ -566,7 +569,7 @@ def test_cli_gate_exit_codes_and_one_line_per_failing_gate(app, tmp_path):
     (["traces.json", "--environment", "moon"], "unknown environment 'moon'"),
     (["traces.json", "--fail-under", "speed=2"], "--fail-under 'speed=2': expected METRIC=VALUE"),
     (["traces.json", "--junit", "no/such/dir/out.xml"], "--junit no/such/dir/out.xml: the directory no/such/dir does not exist"),
-    (["plain.json"], "no tool calls or agent runs in 1 spans: none follows the GenAI, OpenInference or OpenLLMetry "
+    (["plain.json"], "no tool calls or agent runs in 1 span: none follows the GenAI, OpenInference or OpenLLMetry "
                        "conventions or the Vercel AI SDK's ai.* spans"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(app, tmp_path, args, message):

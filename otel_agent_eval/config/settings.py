@@ -62,7 +62,7 @@ class FailClosed(str):
     """
 
 
-FAIL_CLOSED = FailClosed(r"passw(?:or)?d|pwd|secret|token(?!s)|api[-_]?key|access[-_]?key|private[-_]?key|credential|auth"
+FAIL_CLOSED = FailClosed(r"passw(?:or)?d|pwd|secret|token(?!s|_count)|api[-_]?key|access[-_]?key|private[-_]?key|credential|auth"
                          r"|cookie|session|bearer|signature")
 FAIL_CLOSED_NOTE = (f"failing closed: masking keys that match {str(FAIL_CLOSED)!r} and dropping tool arguments and results "
                     "(as OTEL_AGENT_EVAL_DROP_TOOL_IO=true does)")

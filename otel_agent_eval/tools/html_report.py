@@ -17,7 +17,7 @@ from html import escape
 
 from ..offline.gate import GateResult
 from ..offline.report import EFFICIENCY_BINS, HEALTH_BINS, Report, RunCall, RunSummary, llm_prices_note, printable
-from .score_table import agent_label, coverage_line, plural, priced_by, task_label
+from .score_table import agent_label, coverage_line, health_cell, plural, priced_by, task_label
 
 __all__ = ["format_seconds", "format_usd", "render_html"]
 
@@ -397,7 +397,7 @@ def _latency_chart(report: Report) -> str:
 def _groups_table(report: Report) -> str:
     rows = [[_e(agent_label(g.agent)), _e(task_label(g.task)), f"{g.runs:,}",
              "-" if g.completion is None else f"{100 * g.completion:.0f}%", _e(format_usd(g.cost_per_run_usd)),
-             "-" if g.health is None else f"{g.health:.0f}", f"{g.calls:,}",
+             health_cell(g.health), f"{g.calls:,}",
              "-" if g.efficiency is None else f"{g.efficiency:.2f}", _e(format_usd(g.wasted_usd)),
              _e(priced_by(g.llm_priced_by))] for g in report.groups]
     note = llm_prices_note(report)
@@ -420,7 +420,7 @@ def _worst_runs(runs: Sequence[RunSummary]) -> str:
             shown = "; ".join(r.problems[:MAX_PROBLEMS]) + (f"; +{len(r.problems) - MAX_PROBLEMS} more" if len(r.problems) > MAX_PROBLEMS else "")
             sequence += f'<div class="problems">{_e(shown)}</div>'
         outcome = ("completed" if r.completed else "failed") + (f" ({r.completion_reason})" if r.completion_reason else "")
-        rows.append([f"{r.health:.0f}", _e(agent_label(r.agent)) + f"<br><code>{_e(r.trace_id[:16])}</code>",
+        rows.append([health_cell(r.health), _e(agent_label(r.agent)) + f"<br><code>{_e(r.trace_id[:16])}</code>",
                      _e(task_label(r.task)), _e(outcome), _e(format_usd(r.cost_usd)), _e(format_usd(r.wasted_usd)),
                      _e(format_seconds(r.duration_s)), sequence])
     return ('<p class="meta">Tool calls in the order they ended: green optimal or acceptable, amber suboptimal, '

@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
 
+from ..core.enrich import health_text
 from ..core.runs import AgentRun
 from ..offline.gate import GateResult
 from ..offline.report import GroupSummary, Report, printable
@@ -127,7 +128,7 @@ class RunCases:
             element = ET.SubElement(case, "failure", type="run", message="; ".join([failure, *problems]))
             element.text = "\n".join([failure, *problems])
         tools = " ".join(f"{s.static.tool}:{s.outcome}" for s in run.scores)
-        out = [f"health={evaluation.health:.4g} cost_usd={evaluation.cost_usd:.6f} calls={len(run.scores)} status={run.status}"
+        out = [f"health={health_text(evaluation.health)} cost_usd={evaluation.cost_usd:.6f} calls={len(run.scores)} status={run.status}"
                f" closed_by={run.closed_by}", f"tools: {tools or '-'}"]
         if evaluation.tool_correctness is not None:
             out.append(f"tool_correctness={evaluation.tool_correctness:.4g}")

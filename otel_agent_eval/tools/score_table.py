@@ -1,13 +1,14 @@
 """The terminal summary of `otel-agent-eval score`: per agent and task, per tool, the poorest tool choices, the gate."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
 from ..offline.report import Report, llm_prices_note, printable
 
-__all__ = ["NO_AGENT", "UNROUTED", "agent_label", "plural", "render_summary", "task_label"]
+__all__ = ["NO_AGENT", "UNROUTED", "agent_label", "health_cell", "plural", "render_summary", "task_label"]
 
 TOP_CHOICES = 10
 NO_AGENT, UNROUTED = "(no agent)", "(unrouted)"  # as the gate, JUnit and HTML name a group without an agent or task
@@ -35,7 +36,7 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
     lines += _table(
         ["agent", "task", "runs", "completed", "cost/run", "LLM priced by", "health", "calls", "efficiency", "wasted", "gate"],
         [[agent_label(g.agent), task_label(g.task), _int(g.runs), _ratio(g.completion), _usd(g.cost_per_run_usd), priced_by(g.llm_priced_by),
-          _float(g.health, 0), _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
+          health_cell(g.health), _int(g.calls), _float(g.efficiency, 2), _usd(g.wasted_usd), verdicts[g.name]] for g in report.groups],
         right=(2, 3, 4, 6, 7, 8, 9))
     tools = [t for g in report.groups for t in g.tools]
     if tools:
@@ -127,6 +128,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequ
 
 def _int(value: int) -> str:
     return f"{value:,}"
+
+
+def health_cell(value: float | None) -> str:
+    """A health score as a whole number rounded down: 99.6 is "99", never a perfect "100" it does not have."""
+    return "-" if value is None else str(math.floor(value + 1e-9))
 
 
 def _float(value: float | None, digits: int) -> str:
