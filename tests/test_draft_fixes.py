@@ -1,7 +1,11 @@
-"""`catalog draft` on real traces, and the steps of docs/first-catalog.md followed literally on them.
+"""`catalog draft` on agent traces in the shapes real frameworks write, and the steps of docs/first-catalog.md
+followed literally on them.
 
-The traces are the recorded real ones (/work/shared/real-traces: any-agent, CrewAI, the Vercel AI SDK),
-copied into a temporary directory as a user's `traces/`.
+The traces are made here with the real OpenTelemetry SDK (agent_traces.py) in the shapes of runs recorded from
+CrewAI (several runs of one agent in one trace, agents using two tools in the work of one request, agents
+using one tool per trace), any-agent (a run with model calls and the `final_answer` pseudo-tool) and the
+Vercel AI SDK (tool calls with no agent, a priced model's tokens, a model whose calls failed with no tokens),
+written as OTLP/JSON lines into a temporary directory as a user's `traces/`.
 """
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ import contextlib
 import io
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,12 +21,7 @@ from otel_agent_eval.config.catalog import check_catalog, parse_catalog
 from otel_agent_eval.offline.draft import _ms_up, _text, merge_draft, observe_traces, render_draft
 from otel_agent_eval.offline.report import Coverage
 from otel_agent_eval.tools.cli import main
-
-REAL = Path("/work/shared/real-traces")
-ANY_AGENT = sorted(REAL.glob("any-agent/*.jsonl"))
-CREWAI = REAL / "sideseat-crewai" / "traces-crewai.otlp.jsonl.gz"
-VERCEL = REAL / "sideseat-vercel-ai" / "traces-vercel.otlp.jsonl.gz"
-pytestmark = pytest.mark.skipif(not (CREWAI.exists() and VERCEL.exists() and ANY_AGENT), reason="the real traces are not here")
+import agent_traces
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -42,10 +40,16 @@ def score_json(traces: Path | str, catalog: Path) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("user") / "traces"
-    folder.mkdir()
-    for path in (*ANY_AGENT, CREWAI, VERCEL):
-        shutil.copy(path, folder / path.name)
+    agent_traces.crew(folder / "crew.otlp.jsonl")
+    agent_traces.any_agent(folder / "any-agent.otlp.jsonl")
+    agent_traces.no_agent(folder / "no-agent.otlp.jsonl")
     return folder
+
+
+@pytest.fixture(scope="module")
+def no_agent(tmp_path_factory) -> Path:
+    """The Vercel AI SDK runs alone: tools called with no agent, HAIKU's tokens, UNKNOWN_MODEL's failed calls."""
+    return agent_traces.no_agent(tmp_path_factory.mktemp("vercel") / "traces.otlp.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +77,12 @@ def test_the_drafted_slo_is_rounded_up_so_its_own_traces_do_not_breach_it(traces
     code, report = score_json(traces, drafted)
     assert code == 0
     over = {t["tool"]: t["slo_violations"] for t in report["tool_latency"] if t["slo_violations"]}
-    assert over == {}  # before: calculate, search_knowledge, temperature_forecast, image_reader 1 each
+    assert over == {}  # before: calculate, temperature_forecast 1 each
     assert all(t["slo_violations"] == 0 for g in report["groups"] for t in g["tools"])
     text = drafted.read_text()
     assert "latency_slo_ms: 817  # suggested: observed p99, rounded up" in block(text, "calculate")  # p99 816.468 ms
     assert "latency_slo_ms: 5.97" in block(text, "temperature_forecast")  # p99 5.963 ms
+    assert max(agent_traces.TEMPERATURE_MS) == 5.963  # the slowest call, its p99 with this few calls
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0.816468, "817"), (0.005963, "5.97"), (0.0059, "5.9"), (0.817, "817"),
@@ -112,7 +117,7 @@ def test_tools_used_together_get_capabilities_of_their_own(drafted):
     assert catalog.task("Knowledge Assistant").capability in catalog.tools["search_knowledge"].capabilities
 
 
-def test_the_docs_steps_on_real_traces_end_in_a_passing_gate_with_no_made_up_waste(traces, drafted, tmp_path):
+def test_the_docs_steps_on_framework_shaped_traces_end_in_a_passing_gate_with_no_made_up_waste(traces, drafted, tmp_path):
     """docs/first-catalog.md, steps 3 to 6, followed literally: draft, check, set a tool's price and the models'
     prices (uncommenting the `models:` lines), score."""
     assert cli("catalog", "check", str(drafted))[0] == 0
@@ -147,11 +152,11 @@ def test_uncommenting_the_models_block_gives_a_catalog_that_passes_check(drafted
     assert list(catalog.models) == ["nonexistent-model-id-12345"]  # the known prices stay notes
 
 
-def test_uncommenting_merged_models_gives_a_catalog_that_passes_check(traces):
+def test_uncommenting_merged_models_gives_a_catalog_that_passes_check(tmp_path):
     user = "tools:\n  other: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: simple}\n"
     from test_catalog_draft import record_app  # the small app whose model no price list knows
 
-    app = record_app(Path(traces).parent / "app.binpb")
+    app = record_app(tmp_path / "app.binpb")
     merged, added = merge_draft(user, observe_traces([app], parse_catalog(user)))
     assert any("unpriced model" in a for a in added)
     assert check_catalog(uncomment_models(merged), "<uncommented>") == []
@@ -159,17 +164,18 @@ def test_uncommenting_merged_models_gives_a_catalog_that_passes_check(traces):
 
 # -- #8: no loop between `score`'s coverage and `--merge` ---------------------------------------------------------
 
-def test_a_model_whose_calls_used_no_tokens_keeps_no_coverage_gap(tmp_path):
+def test_a_model_whose_calls_used_no_tokens_keeps_no_coverage_gap(no_agent, tmp_path):
     catalog = tmp_path / "vcat.yaml"
-    assert cli("catalog", "draft", str(VERCEL), "-o", str(catalog))[0] == 0
-    code, report = score_json(VERCEL, catalog)
+    assert cli("catalog", "draft", str(no_agent), "-o", str(catalog))[0] == 0
+    assert f"#   {agent_traces.UNKNOWN_MODEL}: {{input_per_1k: 0.0" in catalog.read_text()  # unpriced: a line to fill in
+    code, report = score_json(no_agent, catalog)
     assert report["coverage"]["unpriced_models"] == [] and report["coverage"].get("draft_command") is None
-    code, out, err = cli("score", str(VERCEL), "--catalog", str(catalog))
+    code, out, err = cli("score", str(no_agent), "--catalog", str(catalog))
     assert "Coverage" not in out and "Draft what it lacks" not in out
     assert "they used no tokens" in out
 
 
-def test_a_model_price_already_named_in_a_comment_is_to_be_set_not_drafted(traces, tmp_path):
+def test_a_model_price_already_named_in_a_comment_is_to_be_set_not_drafted(tmp_path):
     from test_catalog_draft import MODEL, record_app
 
     app = record_app(tmp_path / "app.binpb")
@@ -187,26 +193,14 @@ def test_a_model_price_already_named_in_a_comment_is_to_be_set_not_drafted(trace
 
 # -- #14: the reason given when there is nothing to draft ----------------------------------------------------------
 
-def _without_tools(source: Path, out: Path, keep: tuple[str, ...] = ()) -> Path:
-    with out.open("w") as file:
-        for line in source.read_text().splitlines():
-            data = json.loads(line)
-            for rs in data["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    ss["spans"] = [s for s in ss["spans"] if not s["name"].startswith("execute_tool")
-                                   or s["name"].endswith(keep)]
-            file.write(json.dumps(data) + "\n")
-    return out
-
-
 def test_no_tool_calls_says_so(tmp_path):
-    notools = _without_tools(REAL / "any-agent" / "AGNO_trace.otlp.jsonl", tmp_path / "notools.jsonl")
+    notools = agent_traces.any_agent(tmp_path / "notools.jsonl", tools=())  # the agent run, its model call, no tool
     code, out, err = cli("catalog", "draft", str(notools))
     assert code == 2 and "the traces hold 1 agent run but no tool call" in err and "ignored" not in err, err
 
 
 def test_only_ignored_tool_calls_says_so(tmp_path):
-    only = _without_tools(REAL / "any-agent" / "SMOLAGENTS_trace.otlp.jsonl", tmp_path / "final.jsonl", keep=("final_answer",))
+    only = agent_traces.any_agent(tmp_path / "final.jsonl", tools=("final_answer",))  # smolagents' answer, no other tool
     code, out, err = cli("catalog", "draft", str(only))
     assert code == 2 and "every call in the traces (1 call) is of an ignored tool" in err, err
 
@@ -218,10 +212,8 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 def test_bidi_and_control_characters_are_escaped(tmp_path):
     evil = "write\x1b[31mRED\nforged line\u202e"
-    source = REAL / "any-agent" / "SMOLAGENTS_trace.otlp.jsonl"
-    path = tmp_path / "evil.jsonl"
-    path.write_text(source.read_text().replace('"write_file"', json.dumps(evil))
-                    .replace('"any_agent"', json.dumps("agent\u2067x\u2069")))
+    path = agent_traces.any_agent(tmp_path / "evil.jsonl", tools=("get_current_time", evil, "final_answer"),
+                                  agent="agent\u2067x\u2069")
     draft = observe_traces([path])
     text = render_draft(draft)
     assert not re.search(f"[{BIDI}\x00-\x08\x0b-\x1f\x7f]", text)

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import zstandard
@@ -21,6 +20,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from otel_agent_eval.offline.recorded import RecordedSpans
 from otel_agent_eval.offline.score import score_traces
+import agent_traces
 from test_score import CLEAN_ENV, app, batches, collector_json, collector_lines, main_in_process, replay, write  # noqa: F401
 
 
@@ -196,18 +196,16 @@ def test_junit_per_run_has_one_case_per_run_failing_with_the_reason(app, tmp_pat
     assert code == 0 and len(groups) == len(report.groups)  # the default stays one case per agent and task
 
 
-CREWAI = Path("/work/shared/real-traces/sideseat-crewai/traces-crewai.otlp.jsonl.gz")
-
-
-@pytest.mark.skipif(not CREWAI.exists(), reason="the recorded CrewAI traces are not on this machine")
 def test_junit_run_cases_are_unique_when_a_trace_holds_several_runs_of_one_agent(tmp_path):
-    """CrewAI: one trace, several runs of the same agent (4 of Crew Manager): CI test views key on classname and name,
-    and would merge or overwrite cases that share both."""
-    code, _, err = main_in_process([str(CREWAI), "--junit", "runs.xml", "--junit-cases", "run"], tmp_path)
+    """CrewAI's shape: one trace, several runs of the same agent (4 of Crew Manager, each an `invoke_agent` span under
+    the trace's one `crewai.session` root, each with its tool calls): CI test views key on classname and name, and
+    would merge or overwrite cases that share both."""
+    traces = agent_traces.crew(tmp_path / "crew.otlp.jsonl")
+    code, _, err = main_in_process([str(traces), "--junit", "runs.xml", "--junit-cases", "run"], tmp_path)
     assert code in (0, 1), err
     cases = ET.parse(tmp_path / "runs.xml").getroot().find("testsuite").findall("testcase")
     keys = [(c.get("classname"), c.get("name")) for c in cases]
-    assert len(keys) == len(set(keys)) == 20
+    assert len(keys) == len(set(keys)) == score_traces([traces]).runs == 14  # 4 + 1 + 1 + 2 + 3 + 3 runs
     manager = sorted(name for classname, name in keys if classname == "otel-agent-eval.Crew Manager.(unrouted)")
     assert len(manager) == 4 and len({name.split(" span ")[0] for name in manager}) == 1  # one trace, four root spans
     assert all(re.fullmatch(r"Crew Manager trace [0-9a-f]{32} span [0-9a-f]{16}", name) for name in manager)
