@@ -238,7 +238,8 @@ def test_serve_forwards_from_the_messages_exactly_what_it_forwards_re_encoded(pr
                               settings=Settings(metrics_enabled=False), registry=CollectorRegistry()).start()
             try:
                 assert service.keep_messages is keep
-                assert isinstance(service.forwarder.exporter, (HttpMessageExporter, GrpcMessageExporter)) is keep
+                assert isinstance(service.forwarder.exporter, (HttpMessageExporter, GrpcMessageExporter))
+                assert (service.forwarder.exporter._encode is request_of) is keep
                 for body in requests:
                     post(service, body)
                 assert service.drain()
@@ -271,7 +272,7 @@ def test_with_redaction_on_serve_re_encodes_what_it_forwards() -> None:
                       settings=Settings(metrics_enabled=False, redact_keys="password|token"), registry=CollectorRegistry())
     try:
         assert service.keep_messages is False
-        assert not isinstance(service.forwarder.exporter, HttpMessageExporter)
+        assert service.forwarder.exporter._encode is not request_of
         assert service.receiving.keep_messages is False
     finally:
         service.stop()

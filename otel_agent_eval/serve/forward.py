@@ -4,7 +4,12 @@ Like the SDK's `BatchSpanProcessor` (batches of `max_batch`, at least every `del
 with one difference that a hop needs: when the queue is full, `put` waits instead of
 dropping. A slow next hop so slows the intake, whose full queue makes the receivers answer
 "retry later": the senders hold the spans, not our memory, and nothing is dropped
-silently. Export failures (after the exporter's own retries) are counted per span.
+silently. A batch is the forwarder's for `budget_s` (`--forward-timeout`): when the exporter gives up on
+a next hop that is busy or down (its attempts are few) and time is left, it is tried again, with a
+capped backoff, meanwhile the queue fills and the senders are told to retry. A batch refused for its
+content, a span the exporter cannot encode or a request over the exporter's size limit (or the
+hop's: HTTP 413, gRPC "larger than max"), is split in halves until every span that can go went;
+only the spans that cannot are failed. Failures are counted per span.
 
     >>> forwarder = Forwarder(OTLPSpanExporter(endpoint="http://collector:4318/v1/traces"), metrics)
     >>> forwarder.put(spans); forwarder.shutdown()
@@ -19,6 +24,8 @@ from collections import deque
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .message_export import ENCODE, RETRY, TOO_LARGE
+
 from .os_threads import FORWARD, name_for_os
 from .self_metrics import ServeMetrics
 
@@ -29,18 +36,22 @@ logger = logging.getLogger(__name__)
 DEFAULT_FORWARD_QUEUE = 8_192
 DEFAULT_MAX_BATCH = 512  # the SDK's BatchSpanProcessor default
 DEFAULT_DELAY_S = 1.0
+DEFAULT_BUDGET_S = 10.0
+MAX_BACKOFF_S = 5.0  # between the exporter's tries of one batch (it honours the hop's Retry-After within them)
 
 
 class Forwarder:
     """`put` on the intake's thread (waits while full); `exporter.export` on this forwarder's own thread."""
 
     def __init__(self, exporter: SpanExporter, metrics: ServeMetrics, *, limit: int = DEFAULT_FORWARD_QUEUE,
-                 max_batch: int = DEFAULT_MAX_BATCH, delay_s: float = DEFAULT_DELAY_S) -> None:
+                 max_batch: int = DEFAULT_MAX_BATCH, delay_s: float = DEFAULT_DELAY_S,
+                 budget_s: float = DEFAULT_BUDGET_S) -> None:
         self.exporter = exporter
         self.metrics = metrics
         self.limit = max(1, limit)
         self.max_batch = max(1, max_batch)
         self.delay_s = delay_s
+        self.budget_s = budget_s
         self._spans: deque[ReadableSpan] = deque()
         self._in_export = 0
         self._changed = threading.Condition()
@@ -49,7 +60,7 @@ class Forwarder:
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-forward", daemon=True)
         self._worker.start()
-        self._failed_logged = False
+        self._logged: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._spans) + self._in_export
@@ -126,26 +137,65 @@ class Forwarder:
                     batch = [self._spans.popleft() for _ in range(take)]
                 self._in_export = take
                 self._changed.notify_all()
-            outcome = self._export(batch)
+            self._export(batch, time.monotonic() + self.budget_s)
             with self._changed:
-                if not self._closed:
-                    self.metrics.forwarded(outcome, len(batch))
                 self._in_export = 0
                 if not self._spans:
                     self._flush_asked = 0
                 self._changed.notify_all()
 
-    def _export(self, batch: list[ReadableSpan]) -> str:
-        """Export one batch; its outcome, "exported" or "failed"."""
+    def _export(self, batch: list[ReadableSpan], deadline: float) -> None:
+        """Export one batch within the budget: retried while the hop is busy or down, split when its content is
+        refused; each part counted "exported" or "failed" as it ends."""
+        tries = 0
+        while True:
+            failure = self._try(batch)
+            if failure is None:
+                return self._count("exported", batch)
+            if failure in (ENCODE, TOO_LARGE) and len(batch) > 1:
+                half = len(batch) // 2
+                self._export(batch[:half], deadline)
+                return self._export(batch[half:], deadline)
+            backoff = min(MAX_BACKOFF_S, 2.0 ** tries)
+            tries += 1
+            if failure == RETRY and time.monotonic() + backoff < deadline:
+                with self._changed:
+                    if not self._closing:
+                        self._changed.wait(backoff)  # a shutdown wakes it
+                    if not self._closing:
+                        continue
+            self._log_failure(failure, batch)
+            return self._count("failed", batch)
+
+    def _try(self, batch: list[ReadableSpan]) -> str | None:
+        """One export; None when it went, else why not (the exporter's `failure`, `message_export.py`)."""
         try:
             result = self.exporter.export(batch)
-        except Exception:  # noqa: BLE001 - exporters should not raise; count it like a failure
-            logger.exception("otel-agent-eval serve: the exporter raised")
-            result = SpanExportResult.FAILURE
+        except Exception as error:  # noqa: BLE001 - exporters should not raise: the batch's content made it
+            logger.debug("otel-agent-eval serve: the exporter raised: %s", error)
+            return ENCODE
         if result is SpanExportResult.SUCCESS:
-            return "exported"
-        if not self._failed_logged:
-            self._failed_logged = True
-            logger.error("otel-agent-eval serve: the next hop refused %d spans; further failures are only counted "
-                         "(agent_eval_serve_forwarded_spans_total{outcome=\"failed\"})", len(batch))
-        return "failed"
+            return None
+        return getattr(self.exporter, "failure", None) or "refused"
+
+    def _count(self, outcome: str, spans: list[ReadableSpan]) -> None:
+        with self._changed:
+            if not self._closed:  # else a shutdown counted them abandoned
+                self.metrics.forwarded(outcome, len(spans))
+                self._in_export -= len(spans)
+
+    def _log_failure(self, failure: str, batch: list[ReadableSpan]) -> None:
+        """One line for the first failure of each kind; the rest are only counted."""
+        if failure in self._logged:
+            return
+        self._logged.add(failure)
+        counted = "further such spans are only counted (agent_eval_serve_forwarded_spans_total{outcome=\"failed\"})"
+        if failure == ENCODE:
+            logger.error("otel-agent-eval serve: span %r cannot be encoded as OTLP (not sent; the next hop is not at "
+                         "fault); %s", getattr(batch[0], "name", "?"), counted)
+        elif failure == TOO_LARGE:
+            logger.error("otel-agent-eval serve: span %r alone is larger than the next hop takes (not sent); %s",
+                         getattr(batch[0], "name", "?"), counted)
+        else:
+            logger.error("otel-agent-eval serve: the next hop refused %d spans (%s, --forward-timeout spent or no "
+                         "retry possible); %s", len(batch), failure, counted)

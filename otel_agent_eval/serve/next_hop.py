@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from .message_export import MAX_REQUEST_BYTES
 from .tls import read_pem
 
 __all__ = ["GRPC", "HTTP_PROTOBUF", "PROTOCOLS", "NextHop", "parse_header"]
@@ -64,6 +65,8 @@ class NextHop:
     client_cert_file: str | None = None
     client_key_file: str | None = None
     timeout_s: float = EXPORT_TIMEOUT_S
+    max_request_bytes: int = MAX_REQUEST_BYTES  # the largest request sent; a larger batch is split (forward.py)
+    flag: str = "--forward-to"  # named in the errors about the URL
     _pem: dict[str, bytes | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -73,9 +76,11 @@ class NextHop:
     @classmethod
     def parse(cls, url: str, *, protocol: str = HTTP_PROTOBUF, headers: list[str] | tuple[str, ...] = (),
               ca_file: str | None = None, client_cert_file: str | None = None, client_key_file: str | None = None,
-              timeout_s: float = EXPORT_TIMEOUT_S) -> NextHop:
+              timeout_s: float = EXPORT_TIMEOUT_S, max_request_bytes: int = MAX_REQUEST_BYTES,
+              flag: str = "--forward-to") -> NextHop:
         if protocol not in PROTOCOLS:
             raise ValueError(f"serve: --forward-protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+        typed = url
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - raises ValueError for a port out of range
@@ -86,11 +91,11 @@ class NextHop:
             parts = parts._replace(scheme="https" if parts.scheme == "grpcs" else "http")
             url = urlunsplit(parts)
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"serve: --forward-to {url!r}: expected an http://, https://, grpc:// or grpcs:// URL "
+            raise ValueError(f"serve: {flag} {typed!r}: expected an http://, https://, grpc:// or grpcs:// URL "
                              f"(e.g. http://collector:{4317 if protocol == GRPC else 4318})")
         if protocol == GRPC:
             if parts.path not in ("", "/") or parts.query:
-                raise ValueError(f"serve: --forward-to {url!r}: gRPC takes scheme://host:port, without a path")
+                raise ValueError(f"serve: {flag} {typed!r}: gRPC takes scheme://host:port, without a path")
             url = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
         elif parts.path in ("", "/"):
             url = urlunsplit((parts.scheme, parts.netloc, TRACES_PATH, parts.query, ""))
@@ -98,26 +103,25 @@ class NextHop:
                      "--forward-client-key-file": client_key_file}
         given = [flag for flag, path in tls_files.items() if path]
         if given and parts.scheme != "https":
-            raise ValueError(f"serve: {given[0]} needs an https:// --forward-to (got {url})")
+            raise ValueError(f"serve: {given[0]} needs an https:// {flag} (got {typed})")
         if bool(client_cert_file) != bool(client_key_file):
             raise ValueError("serve: --forward-client-cert-file and --forward-client-key-file go together")
         pem = {flag: read_pem(flag, path) if path else None for flag, path in tls_files.items()}
         if not 0 < timeout_s <= MAX_TIMEOUT_S:
             raise ValueError(f"serve: the export timeout must be above 0 and at most {MAX_TIMEOUT_S} s (got {timeout_s:g})")
         return cls(url, protocol, tuple(parse_header(h) for h in headers), ca_file, client_cert_file, client_key_file,
-                   timeout_s, pem)
+                   timeout_s, max_request_bytes, flag, pem)
 
     def exporter(self, *, keep_messages: bool = False) -> SpanExporter:
-        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers); with
-        `keep_messages`, one that writes received spans from their messages (`message_export.py`)."""
-        if keep_messages:
-            from .message_export import GrpcMessageExporter as GrpcExporter
-            from .message_export import HttpMessageExporter as HttpExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+        """The SDK's OTLP exporter for this hop (its own retries with backoff on retryable answers), saying why a
+        batch failed and sending no request over `max_request_bytes`; with `keep_messages`, one that writes received
+        spans from their messages (`message_export.py`)."""
+        from functools import partial
 
-        return self._exporter(GrpcExporter, HttpExporter, self.url)
+        from .message_export import GrpcMessageExporter, HttpMessageExporter
+
+        options = {"keep_messages": keep_messages, "max_request_size": self.max_request_bytes}
+        return self._exporter(partial(GrpcMessageExporter, **options), partial(HttpMessageExporter, **options), self.url)
 
     @property
     def metrics_url(self) -> str:

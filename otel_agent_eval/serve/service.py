@@ -30,7 +30,7 @@ from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
 from .auth import BearerToken
-from .forward import DEFAULT_FORWARD_QUEUE, Forwarder
+from .forward import DEFAULT_BUDGET_S, DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
 from .http_receiver import HttpReceiver
 from .intake import DEFAULT_QUEUE_SPANS, Intake
@@ -211,7 +211,9 @@ class Service(Listening):
         if exporter is None:  # nothing to forward to: score, but build no enriched copies
             self.pipeline.enricher = None
         self.forwarder = Forwarder(exporter, self.serve_metrics, limit=config.forward_queue_spans,
-                                   delay_s=config.forward_delay_s) if exporter is not None else None
+                                   delay_s=config.forward_delay_s,
+                                   budget_s=self.next_hop.timeout_s if self.next_hop is not None else DEFAULT_BUDGET_S,
+                                   ) if exporter is not None else None
         self.intake = Intake(self.pipeline, forward=self._forward, limit=config.queue_spans, on_seen=self.metrics.seen.bump)
         self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
                                    retry_after_s=config.retry_after_s)
