@@ -22,9 +22,13 @@ EXIT_BAD_INPUT = 2
 
 
 def _port(text: str) -> int:
-    port = int(text)
+    """A port 0-65535; argparse names the flag in front of the message (never this function's name)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
     if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number 0-65535 (0 picks a free port)")
+        raise argparse.ArgumentTypeError(f"{text!r}: not a port number (0-65535; 0 picks a free port)")
     return port
 
 
@@ -50,7 +54,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forward-client-cert-file", metavar="FILE", help="client certificate (PEM) for mutual TLS to the next hop")
     parser.add_argument("--forward-client-key-file", metavar="FILE", help="its private key (PEM)")
     parser.add_argument("--forward-timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="time the exporter spends on one batch, retries included (default 10)")
+                        help="time spent on one batch, retries included; a busy or unreachable hop is retried until it is spent (default 10)")
     parser.add_argument("--tls-cert-file", metavar="FILE",
                         help="serve both receivers over TLS with this certificate chain (PEM); needs --tls-key-file")
     parser.add_argument("--tls-key-file", metavar="FILE", help="the private key (PEM) of --tls-cert-file")
@@ -61,6 +65,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue-spans", type=int, default=None, metavar="N",
                         help="spans accepted and not yet evaluated before senders are told to retry (default 16384)")
     parser.add_argument("--max-request-mib", type=float, default=4.0, metavar="MIB", help="largest request body, also inflated (default 4)")
+    parser.add_argument("--forward-max-request-mib", type=float, default=4.0, metavar="MIB",
+                        help="largest request sent to the next hop; larger batches go in parts (default 4, the "
+                             "Collector's gRPC limit)")
     parser.add_argument("--forward-delay", type=float, default=1.0, metavar="SECONDS",
                         help="longest wait to fill a batch for the next hop (default 1)")
     parser.add_argument("--workers", default="1", metavar="N",
@@ -111,11 +118,16 @@ def run_serve(args: argparse.Namespace) -> int:
         tls = ServerTls.load(args.tls_cert_file, args.tls_key_file, args.tls_client_ca_file)
     elif args.tls_client_ca_file:
         raise ValueError("serve: --tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+    if not 0 < args.forward_max_request_mib <= 1024:
+        raise ValueError(f"serve: --forward-max-request-mib must be above 0 and at most 1024 "
+                         f"(got {args.forward_max_request_mib:g})")
+    forward_max = int(args.forward_max_request_mib * 1024 * 1024)
     hop = None
     if args.forward_to:
         hop = NextHop.parse(args.forward_to, protocol=args.forward_protocol, headers=args.forward_header,
                             ca_file=args.forward_ca_file, client_cert_file=args.forward_client_cert_file,
-                            client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout)
+                            client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout,
+                            max_request_bytes=forward_max)
     else:
         given = [flag for flag, value in (("--forward-header", args.forward_header), ("--forward-ca-file", args.forward_ca_file),
                                           ("--forward-client-cert-file", args.forward_client_cert_file),
@@ -129,7 +141,8 @@ def run_serve(args: argparse.Namespace) -> int:
         if args.otlp_metrics_to:
             metrics_hop = NextHop.parse(args.otlp_metrics_to, protocol=args.forward_protocol, headers=args.forward_header,
                                         ca_file=args.forward_ca_file, client_cert_file=args.forward_client_cert_file,
-                                        client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout)
+                                        client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout,
+                                        flag="--otlp-metrics-to")
         metrics_hop.metrics_url  # noqa: B018 - a traces URL that says nothing of metrics is refused here, in one line
     if args.otlp_metrics_interval is not None and not 0 < args.otlp_metrics_interval <= MAX_TIMEOUT_S:
         raise ValueError(f"serve: --otlp-metrics-interval must be above 0 and at most {MAX_TIMEOUT_S} s "
@@ -162,16 +175,42 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"serve: {exc}") from None
     collect_less()  # this process only serves
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():  # a second one during the drain: stop now, saying what is lost
+            _forced_stop(service, signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(_listening(service), flush=True)
     try:
         while not stop.wait(1.0):
             pass
     finally:
+        service.stop()  # the handlers stay: a second signal here is a forced stop, never a silent one
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        service.stop()
     return 0
+
+
+def _forced_stop(service: Any, signum: int) -> None:
+    """End the process at once (exit 128 + signal) with one line: the spans accepted and not forwarded are
+    abandoned, counted (agent_eval_serve_forwarded_spans_total{outcome="abandoned"}); workers are killed too."""
+    import os
+
+    m = service.serve_metrics
+    settled = sum(m.forward_count(outcome) for outcome in ("exported", "failed", "abandoned"))
+    left = max(0, m.span_count("accepted") - settled) if service.next_hop is not None else len(getattr(service, "intake", ()))
+    m.forwarded("abandoned", left)
+    logging.getLogger(__name__).error(
+        "otel-agent-eval serve: %s again during the drain: forced stop; %d accepted spans not forwarded are abandoned "
+        "(agent_eval_serve_forwarded_spans_total{outcome=\"abandoned\"})", signal.Signals(signum).name, left)
+    for worker in getattr(getattr(service, "pool", None), "workers", ()):
+        if worker.process is not None:
+            worker.process.kill()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(128 + signum)
 
 
 def _check_names(args: argparse.Namespace, catalog: Catalog) -> None:
