@@ -421,8 +421,9 @@ def test_connections_past_the_limit_get_a_quick_retryable_answer() -> None:
     svc = service()
     receiver = HttpReceiver(svc.receiving, port=0, max_connections=1, idle_timeout_s=30).start()
     try:
-        with socket.create_connection(receiver.address) as idle:  # holds the only slot, sending nothing
-            body = request_body(1)
+        with socket.create_connection(receiver.address) as idle:  # holds the only slot, mid-request (an idle one would
+            body = request_body(1)                                 # be closed to make room)
+            idle.sendall(f"POST /v1/traces HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n".encode())
             connection = http.client.HTTPConnection(*receiver.address, timeout=10)
             for _ in range(200):  # liveness only: until the idle connection has taken its slot
                 try:
