@@ -424,7 +424,9 @@ def test_connections_past_the_limit_get_a_quick_retryable_answer() -> None:
     try:
         with socket.create_connection(receiver.address) as idle:  # holds the only slot, mid-request (an idle one would
             body = request_body(1)                                 # be closed to make room)
-            idle.sendall(f"POST /v1/traces HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+            idle.sendall(f"POST /v1/traces HTTP/1.1\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+            idle.settimeout(10)
+            assert idle.recv(64).startswith(b"HTTP/1.1 100")  # its headers read: mid-request, not one to close
             connection = http.client.HTTPConnection(*receiver.address, timeout=10)
             for _ in range(200):  # liveness only: until the idle connection has taken its slot
                 try:

@@ -75,6 +75,10 @@ class _TracesHandler(BaseHTTPRequestHandler):
         self.server.waiting(self.raw.fileno(), None)  # a whole request came: not one to close to make room
         return whole
 
+    def handle_expect_100(self) -> bool:
+        self.server.waiting(self.raw.fileno(), None)  # headers whole: popped before the client hears 100 Continue
+        return super().handle_expect_100()
+
     def handle_one_request(self) -> None:
         super().handle_one_request()
         if not self.close_connection:  # kept alive and idle until its next request: may be closed to make room
