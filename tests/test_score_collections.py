@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, TraceFlags
 from test_score import collector_json, collector_lines, write
 
-from otel_agent_eval.otlp.json_spans import EMPTY_RESOURCE, otlp_span, spans_of_record
+from otel_agent_eval.otlp.json_spans import EMPTY_RESOURCE, SpanProblem, otlp_span, spans_of_record
 from otel_agent_eval.offline.score import YOUNG_COLLECTION_EVERY, score_traces
 from otel_agent_eval.tools.demo import run_workload
 
@@ -85,7 +85,7 @@ def test_spans_read_from_otlp_json_equal_the_sdk_spans_they_were_written_from(de
     assert type(chat.attributes["gen_ai.response.finish_reasons"]) is tuple
 
 
-@pytest.mark.parametrize("trace_id", ["-" + "0" * 30 + "1", "0x" + "0" * 29 + "1", "0" * 31 + "1"])
+@pytest.mark.parametrize("trace_id", ["0" * 31 + "1", "f" * 32])
 def test_a_context_read_from_otlp_json_is_the_one_span_context_builds(trace_id):
     item = {"traceId": trace_id, "spanId": "00000000000000a1", "parentSpanId": "00000000000000b2", "flags": 0x301,
             "traceState": "vendor=value", "name": "x", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
@@ -95,3 +95,11 @@ def test_a_context_read_from_otlp_json_is_the_one_span_context_builds(trace_id):
     assert span.context.trace_state.get("vendor") == "value"
     assert tuple(span.parent) == tuple(SpanContext(number, 0xB2, True))
     assert span.context.is_valid is (number > 0)
+
+
+@pytest.mark.parametrize("trace_id", ["-" + "0" * 30 + "1", "0x" + "0" * 29 + "1", "+" + "0" * 30 + "1", "0_" + "0" * 29 + "1"])
+def test_an_otlp_json_id_that_int_reads_but_is_not_hex_digits_is_refused(trace_id):
+    """A sign, a prefix or underscores: `int(x, 16)` takes them, the OTLP encoder then fails on a negative id."""
+    item = {"traceId": trace_id, "spanId": "00000000000000a1", "name": "x", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    with pytest.raises(SpanProblem, match="traceId"):
+        otlp_span(item, EMPTY_RESOURCE, None)

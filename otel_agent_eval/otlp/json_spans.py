@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -56,7 +57,40 @@ def decode(text: str | bytes) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        value = json.loads(text)
+    if _SURROGATE_ESCAPE.search(text if isinstance(text, (bytes, bytearray)) else text.encode("utf-8", "surrogatepass")):
+        value = _mended(value)
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins a valid pair: what is left is alone
+
+
+def _mended(value: Any) -> Any:
+    """`value` with every lone surrogate (a `\\ud800` escape, which the standard library reads and UTF-8 cannot
+    hold) in its strings and keys replaced by U+FFFD, as a UTF-8 decoder mends bad bytes: the span is kept
+    (its ids and times are what it is scored by), and the encoder on the next hop's side never fails on it."""
+    def mend(item: Any) -> Any:
+        if type(item) is str:
+            return item if item.isascii() else _LONE_SURROGATE.sub("\ufffd", item)
+        if type(item) is list:
+            stack.append(item)
+        elif type(item) is dict:
+            stack.append(item)
+        return item
+
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:  # no recursion: the standard library reads up to ~1,000 levels
+        node = stack.pop()
+        if type(node) is list:
+            node[:] = [mend(item) for item in node]
+        else:
+            items = [(mend(key), mend(item)) for key, item in node.items()]
+            node.clear()
+            node.update(items)
+    return root[0]
 
 
 def spans_of_record(record: Any) -> tuple[list[ReadableSpan], list[str]]:
@@ -123,8 +157,8 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
     get = item.get
     trace_text, span_text = get("traceId") or get("trace_id"), get("spanId") or get("span_id")
     try:  # otlp_id's common case, inline: hex of the right length (else otlp_id reads it, or says why not)
-        trace_id = int(trace_text, 16) if type(trace_text) is str and len(trace_text) == 32 else 0
-        span_id = int(span_text, 16) if type(span_text) is str and len(span_text) == 16 else 0
+        trace_id = int(trace_text, 16) if type(trace_text) is str and len(trace_text) == 32 and _hex(trace_text) else 0
+        span_id = int(span_text, 16) if type(span_text) is str and len(span_text) == 16 and _hex(span_text) else 0
     except ValueError:
         trace_id = span_id = 0
     if trace_id <= 0 or span_id <= 0:
@@ -133,8 +167,7 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
     if type(flags) is not int:
         flags = _int(flags, "flags")
     trace_state = get("traceState") or get("trace_state")
-    # SpanContext(trace_id, span_id, False, flags, state): otlp_id's ids are never zero nor too long (a hex id
-    # may be negative: int() reads a sign)
+    # SpanContext(trace_id, span_id, False, flags, state): otlp_id's ids are never zero, negative nor too long
     context = _new_tuple(SpanContext, (trace_id, span_id, False, _TRACE_FLAGS[flags & 0xFF],
                                        TraceState.from_header([trace_state]) if trace_state else DEFAULT_TRACE_STATE,
                                        trace_id > 0 and span_id > 0))
@@ -144,7 +177,7 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
         # A parent in another process is remote (its span is a local root here): OTLP says so in `flags`
         # (the SDK always sets it); without that bit it is taken as local, the OTLP default.
         try:  # otlp_id's common case, inline, as above
-            parent_id = int(parent_text, 16) if type(parent_text) is str and len(parent_text) == 16 else 0
+            parent_id = int(parent_text, 16) if type(parent_text) is str and len(parent_text) == 16 and _hex(parent_text) else 0
         except ValueError:
             parent_id = 0
         if parent_id <= 0:
@@ -170,6 +203,12 @@ def otlp_span(item: Mapping[str, Any], resource: Resource, scope: Instrumentatio
 
 
 _new_tuple, _new_object = tuple.__new__, object.__new__
+
+
+def _hex(text: str) -> bool:
+    """Only ASCII letters and digits, so `int(text, 16)` reads hex digits and nothing else (it takes a sign,
+    underscores, spaces, a 0x prefix and non-ASCII digits too: a trace id "-0af7..." would read as a negative number)."""
+    return text.isascii() and text.isalnum() and "x" not in text and "X" not in text  # nor a 0x prefix
 _TRACE_FLAGS = [TraceFlags(i) for i in range(256)]
 _REMOTE_BITS = HAS_IS_REMOTE | IS_REMOTE
 
@@ -180,6 +219,8 @@ def otlp_id(value: Any, size: int, field: str) -> int:
         raise SpanProblem(f"{field} missing")
     try:
         if len(value) == 2 * size:
+            if not _hex(value):
+                raise ValueError
             number = int(value, 16)
         else:
             raw = base64.b64decode(value, validate=True)
@@ -203,7 +244,7 @@ def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     for kv in items:
         key = kv.get("key")
         if type(key) is not str:
-            continue
+            raise SpanProblem(f"an attribute key is a {JSON_TYPES.get(type(key), type(key).__name__)}, not a string")
         value = kv.get("value")
         if type(value) is dict:  # the common cases, without the dispatch
             text = value.get("stringValue")
@@ -211,23 +252,32 @@ def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
                 out[key] = text
                 continue
             text = value.get("intValue")
-            if type(text) is str and len(value) == 1 and text.isascii() and text.isdigit():
+            if type(text) is str and len(value) == 1 and len(text) < 19 and text.isascii() and text.isdigit():
                 out[key] = int(text)
                 continue
-        value = any_value(value, depth)
+        try:
+            value = any_value(value, depth)
+        except SpanProblem as exc:
+            raise SpanProblem(f"attribute {key[:60]!r}: {exc}") from None
         if value is not None:
             out[key] = value
     return out
 
 
 def any_value(value: Any, depth: int = 0) -> Any:
-    """An OTLP `AnyValue` as the Python value the SDK holds (arrays as tuples, kvlists as dicts); None if empty."""
-    if not isinstance(value, dict) or not value:
+    """An OTLP `AnyValue` as the Python value the SDK holds (arrays as tuples, kvlists as dicts); None if empty
+    (no value is legal OTLP). `SpanProblem` for what is not an AnyValue (a plain JSON value, an unknown field),
+    as for a value of the wrong type: the span is refused with the reason rather than kept without it."""
+    if value is None:
         return None
+    if type(value) is not dict:
+        raise SpanProblem(f"a JSON {JSON_TYPES.get(type(value), type(value).__name__)}, not an AnyValue object")
     for key, raw in value.items():  # one key in a well-formed AnyValue
         read = _VALUE_READERS.get(key)
         if read is not None:
             return read(raw, depth)
+    if value:
+        raise SpanProblem(f"unknown AnyValue field {str(next(iter(value)))[:40]!r}")
     return None
 
 
@@ -235,7 +285,10 @@ def _array(raw: Any, depth: int) -> tuple[Any, ...] | None:
     if depth >= MAX_DEPTH or not isinstance(raw, dict):
         return None
     out = []
-    for item in raw.get("values") or ():
+    items = raw.get("values") or ()
+    if type(items) is not list:
+        raise SpanProblem("arrayValue values are not a list")
+    for item in items:
         text = item.get("stringValue") if type(item) is dict and len(item) == 1 else None  # the common case
         value = text if type(text) is str else any_value(item, depth + 1)
         if value is not None:
@@ -278,7 +331,7 @@ def _bytes(raw: Any, depth: int) -> bytes:
 
 _VALUE_READERS: dict[str, Callable[[Any, int], Any]] = {
     "stringValue": _text, "string_value": _text,
-    "intValue": lambda raw, depth: _int(raw, "intValue"), "int_value": lambda raw, depth: _int(raw, "int_value"),
+    "intValue": lambda raw, depth: _int64(raw, "intValue"), "int_value": lambda raw, depth: _int64(raw, "int_value"),
     "doubleValue": _double, "double_value": _double,
     "boolValue": _bool, "bool_value": _bool,
     "arrayValue": _array, "array_value": _array,
@@ -297,6 +350,14 @@ def _int(raw: Any, field: str) -> int:
         return int(raw)
     except (TypeError, ValueError):
         raise SpanProblem(f"{field} {str(raw)[:40]!r} is not an integer") from None
+
+
+def _int64(raw: Any, field: str) -> int:
+    """An AnyValue's int: one the OTLP encoder can write (an int64), else the span is refused with why."""
+    value = _int(raw, field)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise SpanProblem(f"{field} {str(raw)[:40]!r} is out of the int64 range")
+    return value
 
 
 def _time(raw: Any) -> int | None:

@@ -8,7 +8,9 @@ in `google.rpc.retryinfo-bin`, as the Python exporter reads it); shutting down a
 UNAVAILABLE. With `tls` (a `tls.ServerTls`) the port speaks only TLS (grpcio's
 `ssl_server_credentials`); a plaintext client fails its handshake (UNAVAILABLE on its
 side). grpcio itself refuses a message over the size limit and calls beyond
-`max_concurrent_rpcs` (RESOURCE_EXHAUSTED).
+`max_concurrent_rpcs` (RESOURCE_EXHAUSTED), and fails TLS handshakes, before any handler runs: those
+are not counted (docs/serve.md says so). The limit is not raised to answer INVALID_ARGUMENT here: past it,
+grpcio would inflate a grpc-encoding bomb in full.
 
     >>> server = GrpcReceiver(receiving, host="127.0.0.1", port=4317).start()
 """

@@ -42,6 +42,8 @@ MAX_CONNECTIONS = 64
 IDLE_TIMEOUT_S = 30.0
 STATUS = {ACCEPTED: 200, FULL: 429, STOPPING: 503, INVALID: 400, TOO_LARGE: 413, UNSUPPORTED: 415, UNAUTHORIZED: 401}
 GRPC_CODES = {FULL: 8, STOPPING: 14, INVALID: 3, TOO_LARGE: 3, UNSUPPORTED: 3, UNAUTHORIZED: 16}  # google.rpc.Code
+WRONG_PATH, WRONG_METHOD = "wrong_path", "wrong_method"  # answers of their own: a sender set up wrong, not bad data
+REFUSAL_CODES = {404: 5, 405: 12, 501: 12}  # google.rpc.Code NOT_FOUND, UNIMPLEMENTED; else INVALID_ARGUMENT
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 _NOT_TLS_TEXT = b"this port speaks TLS: send to https://\n"
 NOT_TLS = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
@@ -64,11 +66,37 @@ class _TracesHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
     server: _BoundedHttpServer
 
+    def __init__(self, request: Any, client_address: Any, server: _BoundedHttpServer, raw: socket.socket) -> None:
+        self.raw = raw  # the accepted socket (under TLS, `request` is its wrapped twin): what the server may close
+        super().__init__(request, client_address, server)
+
+    def parse_request(self) -> bool:
+        whole = super().parse_request()  # reads the headers: a client may trickle them, waiting all along
+        self.server.waiting(self.raw.fileno(), None)  # a whole request came: not one to close to make room
+        return whole
+
+    def handle_expect_100(self) -> bool:
+        self.server.waiting(self.raw.fileno(), None)  # headers whole: popped before the client hears 100 Continue
+        return super().handle_expect_100()
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        if not self.close_connection:  # kept alive and idle until its next request: may be closed to make room
+            self.server.waiting(self.raw.fileno(), self.raw)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, 414, 431, 501 for other methods),
+        answered and counted as the others rather than as an HTML page."""
+        if self.request_version == "HTTP/0.9":  # a garbage request line: answer with a status line all the same
+            self.request_version = "HTTP/1.1"
+        label = WRONG_METHOD if code == 501 else TOO_LARGE if code in (414, 431) else INVALID
+        self._refuse(code, label, message or "bad request")
+
     def do_POST(self) -> None:  # noqa: N802 - the standard library's name
         owner = self.server.owner
         receiving = owner.receiving
         if self.path.split("?", 1)[0] != TRACES_PATH:
-            return self._plain(404, f"no such path; OTLP traces go to {TRACES_PATH}", close=True)
+            return self._refuse(404, WRONG_PATH, f"no such path; OTLP traces go to {TRACES_PATH}")
         kind = media_type(self.headers.get("Content-Type"))
         if owner.token is not None and not owner.token.allows(self.headers.get("Authorization")):
             return self._status(kind, receiving.unauthorized("http"), close=True)
@@ -78,8 +106,8 @@ class _TracesHandler(BaseHTTPRequestHandler):
                 return
             try:
                 body = self._chunked(receiving.max_bytes)
-            except _BodyTooLarge:
-                return self._status(kind, receiving.too_large("http", receiving.max_bytes + 1), close=True)
+            except _BodyTooLarge:  # no length was sent: say what the limit is, not a length
+                return self._refuse(413, TOO_LARGE, f"chunked request body is over the limit of {receiving.max_bytes:,} bytes")
             except _BadFraming as exc:
                 self.close_connection = True
                 return self._status(kind, receiving.unreadable("http", str(exc)), close=True)
@@ -89,8 +117,7 @@ class _TracesHandler(BaseHTTPRequestHandler):
                 if length < 0:
                     raise ValueError
             except ValueError:
-                receiving.unreadable("http", "no valid Content-Length")
-                return self._plain(411, "send a valid Content-Length or a chunked body", close=True)
+                return self._refuse(411, INVALID, "no valid Content-Length: send one, or a chunked body")
             if length > receiving.max_bytes:
                 return self._status(kind, receiving.too_large("http", length), close=True)
             body = self.rfile.read(length)
@@ -107,7 +134,18 @@ class _TracesHandler(BaseHTTPRequestHandler):
         self._status(kind, answer, retry_after=receiving.retry_after_s if answer.kind in (FULL, STOPPING) else None)
 
     def do_GET(self) -> None:  # noqa: N802
-        self._plain(405, f"POST OTLP traces to {TRACES_PATH}", close=True)
+        self._refuse(405, WRONG_METHOD, f"POST OTLP traces to {TRACES_PATH}")
+
+    def _refuse(self, code: int, label: str, reason: str) -> None:
+        """A refusal before the body is read: counted as a request with `label`, answered with one line of reason,
+        in a `google.rpc.Status` when the request is OTLP (protobuf or JSON), else in plain text; then closed."""
+        self.server.owner.receiving.metrics.request("http", label)
+        headers = getattr(self, "headers", None)  # not read yet for a bad request line
+        kind = media_type(headers.get("Content-Type") if headers is not None else None)
+        if kind in (JSON, PROTOBUF):
+            status = status_pb2.Status(code=REFUSAL_CODES.get(code, 3), message=reason)
+            return self._message(code, kind, status, close=True)
+        self._plain(code, reason, close=True)
 
     def _chunked(self, limit: int) -> bytes:
         """A chunked body (RFC 9112 7.1) of at most `limit` bytes; trailers are read and ignored."""
@@ -161,7 +199,8 @@ class _TracesHandler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the standard library's name
         """Nothing per request: the answers are counted in agent_eval_serve_requests_total."""
@@ -170,7 +209,9 @@ class _TracesHandler(BaseHTTPRequestHandler):
 class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
     owner: HttpReceiver
     thread_name = "otel-agent-eval-serve-http"
-    make_room = False  # exporters keep their connections alive: past the limit a new one gets a retryable 503
+    # past the limit, the connection waiting longest for a whole request (idle, trickling its headers, or kept
+    # alive between requests) is closed for the new one; a retryable 503 only when all are mid-request
+    make_room = True
 
     def __init__(self, address: tuple[str, int], owner: HttpReceiver, max_connections: int) -> None:
         self.owner = owner
@@ -194,7 +235,7 @@ class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
             if tls is None:
                 return
             try:
-                self._finish(tls, client_address)
+                self._finish(tls, client_address, request)
             finally:
                 try:
                     tls.shutdown(socket.SHUT_RDWR)
@@ -202,7 +243,7 @@ class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
                     pass
                 tls.close()
             return
-        self._finish(request, client_address)
+        self._finish(request, client_address, request)
 
     def _handshake(self, context: ssl.SSLContext, request: socket.socket) -> ssl.SSLSocket | None:
         """The TLS connection, or None (answered and counted) for a plaintext client or a failed handshake."""
@@ -219,14 +260,15 @@ class _BoundedHttpServer(BoundedThreadsMixIn, HTTPServer):
                 _answer_and_linger(request, NOT_TLS)
             return None
         try:
-            return context.wrap_socket(request, server_side=True)
+            # a twin of the socket is wrapped: `request` stays open, for the mix-in to shut down to make room
+            return context.wrap_socket(request.dup(), server_side=True)
         except (OSError, ValueError):  # ssl.SSLError is an OSError: bad certificate, protocol, timeout
             metrics.request("http", "tls_failed")
             return None
 
-    def _finish(self, request: Any, client_address: Any) -> None:
+    def _finish(self, request: Any, client_address: Any, raw: socket.socket) -> None:
         try:
-            super().finish_request(request, client_address)
+            _TracesHandler(request, client_address, self, raw)
         except (OSError, ValueError):
             raise  # a client that went away or timed out: the mix-in's to drop
         except Exception:  # noqa: BLE001 - one request must never take the server down

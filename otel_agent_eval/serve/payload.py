@@ -24,6 +24,7 @@ __all__ = ["JSON", "MAX_REQUEST_BYTES", "PROTOBUF", "PayloadError", "Request", "
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # the Collector's OTLP receiver default (max_recv_msg_size_mib: 4)
+_GZIP_MAGIC = b"\x1f\x8b"
 _WINDOW_BITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
@@ -149,16 +150,24 @@ def decompressed(body: bytes, encoding: str, limit: int = MAX_REQUEST_BYTES) -> 
     bits = _WINDOW_BITS.get(encoding)
     if bits is None:
         raise Unsupported(f"unsupported Content-Encoding {encoding[:40]!r}: send gzip, deflate or none")
-    inflater = zlib.decompressobj(bits)
-    try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise PayloadError(f"body is not valid {encoding} ({exc})") from None
-    if len(data) > limit:
-        raise TooLarge(f"request body inflates past the limit of {limit:,} bytes")
-    if not inflater.eof:
-        raise PayloadError(f"body is truncated {encoding}")
-    return data
+    parts, size, rest = [], 0, body
+    while True:  # gzip: every member, as RFC 1952 allows (gzip.decompress and Go's reader do the same)
+        inflater = zlib.decompressobj(bits)
+        try:
+            data = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as exc:
+            raise PayloadError(f"body is not valid {encoding} ({exc})") from None
+        size += len(data)
+        if size > limit:
+            raise TooLarge(f"request body inflates past the limit of {limit:,} bytes")
+        if not inflater.eof:
+            raise PayloadError(f"body is truncated {encoding}")
+        parts.append(data)
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(parts)
+        if encoding != "gzip" or not rest.startswith(_GZIP_MAGIC):
+            raise PayloadError(f"{len(rest):,} bytes of trailing data after the {encoding} body")
 
 
 def span_count(body: bytes, content_type: str, encoding: str = "identity", *, limit: int = MAX_REQUEST_BYTES) -> int:
