@@ -146,3 +146,31 @@ def test_the_readme_links_only_to_files_and_headings_that_exist():
         if not target.exists() or (anchor and anchor not in headings(target)):
             broken.append(link)
     assert not broken, f"README.md links to what does not exist: {broken}"
+
+
+def test_the_site_builds_with_strict_link_and_anchor_checks(tmp_path: Path):
+    """`make docs` and CI: `mkdocs build --strict` fails on a broken link or anchor, including
+    in collector-config/README.md, which docs/operations-kit.md includes as a snippet."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stderr, result.stderr
+    page = (tmp_path / "site" / "operations-kit" / "index.html").read_text()
+    assert 'href="../collector/"' in page and "../docs/collector.md" not in page
+
+
+def test_the_kit_readme_links_resolve_on_github():
+    """collector-config/README.md read on GitHub: its relative links (inline and reference
+    definitions) name files that exist next to it."""
+    readme = ROOT / "collector-config" / "README.md"
+    text = readme.read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r"^\[[^\]]+\]:\s*(\S+)", text, re.M)
+    assert links
+    broken = [
+        link for link in links
+        if not re.match(r"[a-z]+:", link) and not (readme.parent / link.partition("#")[0]).exists()
+    ]
+    assert not broken, f"collector-config/README.md links to what does not exist: {broken}"

@@ -591,3 +591,29 @@ def test_the_kit_names_only_python_names_and_settings_that_exist():
     assert "OTEL_AGENT_EVAL_METRICS_ADDR=0.0.0.0" in target_down["annotations"]["description"]
     readme = OPS_README.read_text()
     assert "OTEL_AGENT_EVAL_METRICS_ADDR=0.0.0.0" in readme and "serve(" not in readme
+
+
+PROMETHEUS_CONFIGS = sorted(CONFIG_DIR.glob("prometheus*.yml"))
+
+
+@pytest.mark.parametrize("config_file", PROMETHEUS_CONFIGS, ids=lambda p: p.name)
+def test_the_collector_job_drops_the_scores_the_app_job_scrapes(config_file):
+    """One copy of every score (QA: an app scraped on /metrics that also sends its OTLP metrics to the kit's Collector
+    got every number twice, and a p99 at 512 s from the re-served exponential histogram's lone +Inf bucket): the job
+    scraping the Collector's prometheus exporter drops every name otel-agent-eval exposes, in the exporter's spelling
+    too (`_USD`), and keeps the app's other metrics."""
+    config = load_yaml(config_file)
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert APP_JOB in jobs
+    if "otel-collector" not in jobs:
+        return
+    drops = [re.compile(rule["regex"]) for rule in jobs["otel-collector"].get("metric_relabel_configs", [])
+             if rule.get("action") == "drop" and rule.get("source_labels") == ["__name__"]]
+    assert drops, f"{config_file.name}: the otel-collector job drops nothing"
+    ours = exposed_metric_names()
+    ours |= {name.replace("_usd", "_USD") for name in ours} | {"agent_eval_serve_spans_total", "gen_ai_execute_tool_duration_seconds"}
+    kept = [name for name in ours if not any(d.fullmatch(name) for d in drops)]
+    assert not kept, f"{config_file.name}: the Collector's copies of {sorted(kept)} would be counted twice"
+    others = ["gen_ai_client_token_usage_bucket", "gen_ai_client_operation_duration_seconds_count",
+              "http_server_request_duration_seconds_bucket", "target_info"]
+    assert not [name for name in others if any(d.fullmatch(name) for d in drops)]

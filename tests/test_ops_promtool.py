@@ -33,10 +33,19 @@ def assert_ok(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"{' '.join(result.args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
-def test_check_config():
-    result = promtool("check", "config", str(PROMETHEUS_CONFIG))
+@pytest.mark.parametrize("config_file", sorted(PROMETHEUS_CONFIG.parent.glob("prometheus*.yml")), ids=lambda p: p.name)
+def test_check_config(config_file):
+    """prometheus.yml (compose), prometheus-fleet.yml (the serve fleet) and prometheus-local.yml (no Docker)."""
+    result = promtool("check", "config", str(config_file))
     assert_ok(result)
     assert "2 rule files found" in result.stdout + result.stderr
+
+
+def test_a_local_config_scrapes_the_demo_on_localhost():
+    """The newcomer path without Docker: `otel-agent-eval demo --duration 0` and a Prometheus on the same machine."""
+    config = load_yaml(PROMETHEUS_CONFIG.parent / "prometheus-local.yml")
+    (job,) = config["scrape_configs"]
+    assert job["job_name"] == "agent-eval" and job["static_configs"][0]["targets"] == ["localhost:9464"]
 
 
 @pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda p: p.name)
