@@ -362,8 +362,10 @@ def exposed_metric_names() -> set[str]:
 
     from otel_agent_eval.tools.demo import run_workload
     from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
+    from otel_agent_eval.serve.self_metrics import ServeMetrics
 
     registry = CollectorRegistry()
+    ServeMetrics(registry=registry)  # serve's own families, beside the processor's
     run_workload(AgentEvalSpanProcessor(registry=registry), runs=200, suboptimal_share=0.3, seed=3)
     names: set[str] = set()
     for line in generate_latest(registry).decode().splitlines():
