@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .message_export import ENCODE, RETRY, TOO_LARGE
-
 from .os_threads import FORWARD, name_for_os
 from .self_metrics import ServeMetrics
 
