@@ -38,28 +38,25 @@ _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
 class AgentEvalSpanProcessor(SpanProcessor):
     """Scores every tool-call span against a catalog and every agent run; exports Prometheus metrics and enriched spans.
 
-    Every setting not given as an argument (None counts as not given) is read from the `OTEL_AGENT_EVAL_*`
-    environment variables, or from `settings`, as `install()` reads them (`wiring.resolve`): explicit argument,
-    then environment, then default; serving /metrics and reloading the catalog stay `install()`'s.
-    `catalog` is a `Catalog`, a path to a catalog file, or None for `OTEL_AGENT_EVAL_CATALOG` or the packaged
-    default. A file that cannot be used is logged and the packaged catalog scores instead, with
-    `agent_eval_catalog_fallback` at 1, as with `install()`: a catalog is a file a deployment can break, and that
+    Settings not given as arguments (None is not given) come from `settings` or `OTEL_AGENT_EVAL_*`, by `install()`'s
+    rules (`wiring.resolve`); serving /metrics and reloading the catalog stay `install()`'s. `catalog` is a
+    `Catalog`, a path, or None for `OTEL_AGENT_EVAL_CATALOG` or the packaged one, which also scores, logged and
+    with `agent_eval_catalog_fallback` at 1, when the file cannot be used: a deployment can break a file, and that
     never stops the app. `forward_to` is the processor that should export spans (e.g.
     `BatchSpanProcessor(OTLPSpanExporter())`): it receives every span, tool spans as enriched copies with
     `agent_eval.*` attributes and a `gen_ai.evaluation.result` event, run roots with `agent_eval.run.*`.
     `on_call(record, score)` and `on_run(run)` are called for each scored call and finished run (on the
     processor's thread, in span order; their exceptions are caught and counted). `run_validator(run) -> bool` adds
-    your own task-completion check. `redact_keys` (a regular expression, e.g. ``"password|token|secret|api_key"``)
-    masks matching values of forwarded spans, also inside tool arguments and results (one that cannot be used
-    fails closed, logged); `drop_tool_io=True` drops tool arguments and results. `otlp_metrics` (an
-    `OTLPMetricExporter`, a `MeterProvider` or True) and `otlp_histograms` send the metrics over OTLP too
-    (docs/otlp-metrics.md). Other options are those of `wiring.build_pipeline`; a bad one raises ValueError naming it.
+    your own task-completion check. `redact_keys` (a regular expression, e.g. ``"password|secret|token(?!s|_count)"``)
+    masks matching values of forwarded spans, tool arguments and results included (one that cannot be used fails
+    closed, logged); `drop_tool_io=True` drops tool arguments and results. `otlp_metrics` (an `OTLPMetricExporter`,
+    a `MeterProvider` or True) and `otlp_histograms` send the metrics over OTLP too (docs/otlp-metrics.md). Other
+    options are those of `wiring.build_pipeline`; a bad one raises ValueError naming it.
 
-    `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and
-    agent spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them.
-    A scrape, `force_flush()` and `shutdown()` process whatever is queued first, so metrics are current when read.
-    `background=False` processes every span on the ending thread instead: less and steadier CPU where spans end
-    on a CPU-bound thread, but a slow downstream processor or check then stalls that thread.
+    `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and agent
+    spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them. A scrape,
+    `force_flush()` and `shutdown()` process what is queued first. `background=False` processes every span on the
+    ending thread: less and steadier CPU where spans end on a CPU-bound thread, but a slow downstream then stalls it.
     """
 
     metrics_address: tuple[str, int] | None = None  # (host, port) of the /metrics endpoint, once install() serves one
