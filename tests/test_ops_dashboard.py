@@ -10,9 +10,15 @@ A panel added later is free to come anywhere; these must stay, in this order.
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
+from types import ModuleType
 from typing import Any
 
-from ops_helpers import dashboard
+import pytest
+from ops_helpers import CONFIG_DIR, DASHBOARD, GRAFANA_DATASOURCES, dashboard, dashboard_panels, load_yaml
+
+GENERATOR = CONFIG_DIR / "grafana" / "dashboard.py"
 
 REFERENCE: list[tuple[str, list[dict[str, Any]]]] = [('Overview (selected time range)',
   [{'type': 'stat',
@@ -422,3 +428,54 @@ def test_every_panel_and_query_of_the_hand_written_dashboard_survives():
         assert [p["title"] for p in panels] == [t for t in found if t in {p["title"] for p in panels}], f"row {row!r}: panels lost or reordered"
         for panel in panels:
             assert found[panel["title"]] == panel, f"row {row!r}, panel {panel['title']!r} changed"
+
+
+# -- the generator ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generator() -> ModuleType:
+    """collector-config/grafana/dashboard.py, loaded from its path (collector-config is no package)."""
+    spec = importlib.util.spec_from_file_location("agent_eval_dashboard", GENERATOR)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_dashboard_is_what_the_generator_writes(generator):
+    assert generator.OUTPUT == DASHBOARD
+    assert DASHBOARD.read_text() == generator.render(), \
+        "collector-config/grafana/dashboards/agent-eval.json differs from what dashboard.py generates: run make dashboard"
+
+
+def test_check_mode_fails_on_a_hand_edited_file(generator, tmp_path, monkeypatch, capsys):
+    edited = tmp_path / "agent-eval.json"
+    edited.write_text(generator.render().replace('"Tool calls"', '"Tool calls (edited)"'))
+    monkeypatch.setattr(generator, "OUTPUT", edited)
+    assert generator.main(["--check"]) == 1
+    assert "make dashboard" in capsys.readouterr().err
+    assert generator.main([]) == 0 and generator.main(["--check"]) == 0
+    assert edited.read_text() == generator.render()
+
+
+def test_every_section_is_a_row_of_its_panels(generator):
+    rows = [title for title, _ in summary(dashboard())]
+    assert rows == [title for title, _ in generator.SECTIONS]
+    for (title, section), (_, panels) in zip(generator.SECTIONS, summary(dashboard())):
+        assert [p.build().title for p in section()] == [p["title"] for p in panels], title
+
+
+def test_grafana_provisioning_keeps_loading_it():
+    """Same uid, the Prometheus data source through the "Data source" variable, on every panel and query."""
+    board = dashboard()
+    assert board["uid"] == "otel-agent-eval" and board["title"] == "otel-agent-eval: agent tool efficiency"
+    variable = next(v for v in board["templating"]["list"] if v["name"] == "datasource")
+    assert variable["type"] == "datasource" and variable["query"] == "prometheus"
+    assert "prometheus" in {s["type"] for s in load_yaml(GRAFANA_DATASOURCES)["datasources"]}
+    for panel in dashboard_panels(board):
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, (panel["title"], target["refId"])
+    assert sorted(p["id"] for p in board["panels"]) == list(range(1, len(board["panels"]) + 1))
