@@ -190,6 +190,7 @@ def test_the_copy_equals_the_source_once_the_counts_stand_still(views):
     views.workload.pause()
     pairs = [(f"{COPY}_count", f"{SOURCE}_count"), (f"{COPY}_sum", f"{SOURCE}_sum")]
     pairs += [(f'{COPY}_bucket{{le="{r["labels"]["le"]}"}}', r["expr"]) for r in bucket_rules()]
+    assert len(pairs) == 17  # the series per source label set that collector-config/README.md states
     key = ("gen_ai_tool_name", "gen_ai_tool_type", "error_type", "instance", "job")
 
     def settled() -> bool:
