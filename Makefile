@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-pythons test-latest lock bench docs clean prometheus-check
+.PHONY: demo test test-pythons test-latest lock bench docs clean prometheus-check dashboard
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-agent-eval demo
@@ -54,6 +54,11 @@ prometheus-check:
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or anchor.
 docs: $(VENV)/.installed-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The kit's Grafana dashboard is generated: edit collector-config/grafana/dashboard.py, then this writes
+# collector-config/grafana/dashboards/agent-eval.json (tests/test_ops_dashboard.py fails while the two differ).
+dashboard: $(VENV)/.installed-test
+	$(BIN)/python collector-config/grafana/dashboard.py
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m otel_agent_eval.bench

@@ -32,6 +32,7 @@ CONFIG_DIR = ROOT / "collector-config"
 RULES_DIR = CONFIG_DIR / "rules"
 RECORDING_RULES = RULES_DIR / "agent-eval-recording.yml"
 ALERTING_RULES = RULES_DIR / "agent-eval-alerts.yml"
+GENAI_VIEW_RULES = RULES_DIR / "agent-eval-genai-views.yml"  # opt-in, not in prometheus.yml (tests/test_ops_grafana_views.py)
 RULE_FILES = (RECORDING_RULES, ALERTING_RULES)
 RULE_TESTS_DIR = RULES_DIR / "tests"
 PROMETHEUS_CONFIG = CONFIG_DIR / "prometheus.yml"
@@ -339,6 +340,12 @@ class LiveWorkload:
                 c.GEN_AI_TOOL_CALL_RESULT: "42"})
             call.end(end_time=begin + 5 * ms)
         root.end(end_time=start + 20 * ms)
+
+    def pause(self) -> None:
+        """Stop making calls but keep /metrics served: the counters then stand still."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
     def stop(self) -> None:
         self._stop.set()

@@ -308,7 +308,7 @@ def test_scrape_jobs_agree_with_rules_dashboard_and_grafana():
     assert sources["prometheus"]["jsonData"]["timeInterval"] == config["global"]["scrape_interval"]
     assert sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"][0]["datasourceUid"] in sources
     variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
-    assert "job" in variables["job"]["definition"]
+    assert "job" in variables["job"]["query"]
 
 
 def test_file_discovery_example_is_a_valid_target_list():
@@ -325,8 +325,8 @@ def test_dashboard_has_job_agent_and_tool_variables():
     assert variables["datasource"]["type"] == "datasource"
     for name in ("job", "agent", "tool"):
         assert variables[name]["type"] == "query" and variables[name]["includeAll"] and variables[name]["multi"]
-    assert "gen_ai_agent_name" in variables["agent"]["definition"]
-    assert "gen_ai_tool_name" in variables["tool"]["definition"]
+    assert "gen_ai_agent_name" in variables["agent"]["query"]
+    assert "gen_ai_tool_name" in variables["tool"]["query"]
 
 
 def test_dashboard_panels_have_units_descriptions_and_queries():
@@ -407,7 +407,7 @@ def dashboard_expressions() -> Iterator[tuple[str, str]]:
             yield f"panel {panel['title']!r}", target["expr"]
     for variable in dashboard()["templating"]["list"]:
         if variable["type"] == "query":
-            yield f"variable {variable['name']}", variable["definition"]
+            yield f"variable {variable['name']}", variable["query"]
 
 
 @pytest.fixture(scope="module")

@@ -248,7 +248,7 @@ def test_dashboard_query_returns_plausible_series(stack, title, target, unit):
 def test_dashboard_variables_find_values(stack):
     variables = {v["name"]: v for v in dashboard()["templating"]["list"] if v["type"] == "query"}
     for name, variable in variables.items():
-        metric, label = variable["definition"].removeprefix("label_values(").removesuffix(")").rsplit(", ", 1)
+        metric, label = variable["query"].removeprefix("label_values(").removesuffix(")").rsplit(", ", 1)
         found = {s["metric"].get(label) for s in stack.query(f"count by ({label}) ({grafana_expr(metric)})")}
         assert found - {None}, f"variable {name} finds no {label}"
     agents = {s["metric"]["gen_ai_agent_name"] for s in stack.query("count by (gen_ai_agent_name) (agent_eval_tool_calls_total)")}
