@@ -25,12 +25,14 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
+from .exit_flush import flush_at_exit
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
 from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve
@@ -76,6 +78,7 @@ class AgentEvalSpanExporter(SpanExporter):
         self._stop = threading.Event()
         self._start_expiring()
         _restart_in_forked_children(self)
+        flush_at_exit(self)
 
     catalog = property(lambda self: self.pipeline.catalog)
 
@@ -135,6 +138,36 @@ class AgentEvalSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+    def flush_for_exit(self, timeout_s: float) -> bool:
+        """At interpreter exit, before the providers shut down (`exit_flush.py`): the spans still queued in the
+        global TracerProvider's batch processors that feed this exporter are exported (so evaluated) now and the
+        open runs closed, so their metrics and log records are there for the last exports."""
+        if self._otlp_waiting and self.otlp_metrics is not None:
+            self._otlp_waiting = self.otlp_metrics.to_provider() is None
+        done = all(processor.force_flush(int(timeout_s * 1000)) is not False for processor in processors_feeding(self))
+        with self._lock:
+            rest = self.pipeline.close_all()
+        if rest:
+            try:
+                self.inner.export(rest)
+            except Exception as exc:  # noqa: BLE001 - the exit goes on
+                self.pipeline.failed("export at exit", exc, "forward_errors")
+        return done
+
+
+def exporter_behind(processor: Any) -> Any:
+    """The exporter a span processor exports through: `span_exporter` (SimpleSpanProcessor) or, for the SDK's
+    `BatchSpanProcessor`, `_batch_processor._exporter` (private in 1.45: any other layout reads as None)."""
+    return (getattr(processor, "span_exporter", None)
+            or getattr(getattr(processor, "_batch_processor", None), "_exporter", None))
+
+
+def processors_feeding(exporter: SpanExporter, provider: Any = None) -> list[SpanProcessor]:
+    """The span processors of `provider` (default: the global TracerProvider) that export through `exporter`."""
+    provider = provider if provider is not None else trace.get_tracer_provider()
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    return [p for p in (processors if isinstance(processors, tuple) else ()) if exporter_behind(p) is exporter]
 
 
 def _restart_in_forked_children(exporter: AgentEvalSpanExporter) -> None:
