@@ -186,3 +186,87 @@ def test_serve_stopped_by_sigterm_right_after_the_spans_delivers_every_metric_an
     assert len(spans) == 100
     span_events = [e for s in spans for e in s["events"] if e["name"] == "gen_ai.evaluation.result"]
     assert Counter(e["attributes"]["gen_ai.evaluation.name"] for e in span_events) == EVENTS
+
+
+METERS_FIRST = textwrap.dedent('''
+    from opentelemetry import metrics, trace
+    metrics.get_meter_provider().shutdown()  # the app shuts its providers down itself, the MeterProvider first
+    trace.get_tracer_provider().shutdown()
+''')
+
+
+EXPORTER_APP = SDK_SETUP + textwrap.dedent('''
+    from otel_agent_eval import AgentEvalSpanExporter
+
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    _logs.set_logger_provider(logger_provider())
+    meters = meter_provider()
+    provider.add_span_processor(BatchSpanProcessor(AgentEvalSpanExporter(OTLPSpanExporter(), otlp_metrics=meters)))
+    tracer = provider.get_tracer("support-app")
+''') + RUNS + "\nmeters.shutdown()\nprovider.shutdown()\n"
+
+
+@pytest.mark.parametrize("app", ["exporter", "install", "processor"])
+def test_an_app_that_shuts_its_meter_provider_down_first_still_delivers_every_metric_and_event(tmp_path, app):
+    """The reader's last collection has the spans still held evaluated first (for the exporter: those still in the
+    BatchSpanProcessor before it); the LoggerProvider is shut down at exit after the TracerProvider was, so the
+    evaluation log records go out too. (Zero code links the exporter to the SDK's MeterProvider on its first batch or
+    TTL tick, 50 ms: an app that shuts the MeterProvider down before that is not covered, so not tested here.)"""
+    with running_endpoint("http") as endpoint:
+        env = child_env(endpoint)
+        if app == "exporter":
+            run_app(tmp_path, EXPORTER_APP, env=env)
+        elif app == "install":
+            run_app(tmp_path, INSTALL_APP + METERS_FIRST, "traces,metrics,logs", env=env)
+        else:
+            run_app(tmp_path, PROCESSOR_APP + "\ntarget.shutdown()\nprovider.shutdown()\n", "meter_provider", env=env)
+    assert_every_metric_arrived(endpoint)
+    assert_every_event_arrived(endpoint)
+
+
+def test_a_meter_providers_shutdown_evaluates_the_queued_spans_but_leaves_open_runs_open():
+    """Before a reader's last collection the processor evaluates what it queued; a run still open stays open (the app
+    may go on), and its metrics are the tracer provider's shutdown's."""
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agent_eval import AgentEvalSpanProcessor
+
+    with running_endpoint("http") as endpoint:
+        reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint.url + "/v1/metrics"),
+                                               export_interval_millis=3_600_000)
+        meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        processor = AgentEvalSpanProcessor(registry=None, otlp_metrics=meters)
+        provider = TracerProvider(shutdown_on_exit=False)
+        provider.add_span_processor(processor)
+        tracer = provider.get_tracer("support-app")
+        agent_runs(tracer)
+        with tracer.start_as_current_span("invoke_agent support_agent", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}):
+            meters.shutdown()  # the app's last export, with this run still going
+            assert len(processor.runs) == 1
+        provider.shutdown()
+    assert_every_metric_arrived(endpoint)
+
+
+def test_our_metrics_go_once_on_a_reader_however_often_we_link_to_it():
+    import math
+
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    from otel_agent_eval.otel.otlp_metrics import OtlpMetricsLink
+
+    with running_endpoint("http") as endpoint:
+        reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint.url + "/v1/metrics"),
+                                               export_interval_millis=math.inf)
+        meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+        link = OtlpMetricsLink(lambda: [])
+        assert link.to_provider(meters) and link.to_provider(meters)  # the exporter's batch and its TTL tick, say
+        assert link.readers == [reader]
+        assert [link_ for link_, _ in reader._collect.sources] == [link]
+        meters.shutdown()

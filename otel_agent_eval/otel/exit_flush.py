@@ -39,7 +39,7 @@ class Evaluator(Protocol):
 
     is_shut_down: bool
 
-    def flush_for_exit(self, timeout_s: float) -> bool: ...
+    def flush_for_exit(self, timeout_s: float, close_runs: bool = True) -> bool: ...
 
 
 _evaluators: weakref.WeakSet[Evaluator] = weakref.WeakSet()
@@ -81,7 +81,7 @@ def flush_all(timeout_s: float = EXIT_TIMEOUT_S) -> None:
                            "tracer provider's shutdown, their metrics and events may not be exported", timeout_s)
             return
         try:
-            done = _within(evaluator.flush_for_exit, remaining)
+            done = within(evaluator.flush_for_exit, remaining)
         except Exception:  # noqa: BLE001 - the exit goes on
             logger.exception("otel-agent-eval: exit flush failed")
             continue
@@ -90,7 +90,7 @@ def flush_all(timeout_s: float = EXIT_TIMEOUT_S) -> None:
                            "what it did not reach is evaluated at the tracer provider's shutdown", remaining)
 
 
-def _within(call: Callable[[float], bool], timeout_s: float) -> bool:
+def within(call: Callable[[float], bool], timeout_s: float) -> bool:
     """`call(timeout_s)` on a thread of its own, waited for at most `timeout_s`; inline when no thread can start."""
     try:
         return TimedCall(call)(timeout_s)

@@ -67,7 +67,7 @@ class AgentEvalSpanExporter(SpanExporter):
         self._closers: list[Callable[[], Any]] = []
         attach(self, settings, options.get("catalog"))
         # the SDK's configurator sets the MeterProvider up after the tracing (this exporter): until it is there,
-        # each batch looks for it once more (one isinstance check), then never again
+        # each batch and each TTL tick (50 ms) look for it once more (one isinstance check), then never again
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
         self._otlp_waiting = self.otlp_metrics is not None and not self.otlp_metrics.readers and otlp_metrics == AUTO
         self.metrics.gauges = {
@@ -91,8 +91,10 @@ class AgentEvalSpanExporter(SpanExporter):
 
     def expire(self) -> None:
         """Close the runs idle past the TTL (counted under `runs_closed_early_total{reason="ttl"}`) and export their
-        held-back spans now. Never raises: a failure is counted and logged as the pipeline's."""
+        held-back spans now; link to the SDK's MeterProvider once it is there. Never raises: a failure is counted
+        and logged as the pipeline's."""
         try:
+            self._link_otlp_metrics()
             with self._lock:
                 out = self.pipeline.expire()
             if out:
@@ -100,10 +102,14 @@ class AgentEvalSpanExporter(SpanExporter):
         except Exception as exc:  # noqa: BLE001 - the timer goes on
             self.pipeline.failed("export expired runs", exc, "forward_errors")
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        out: list[ReadableSpan] = []
+    def _link_otlp_metrics(self) -> None:
+        """While the SDK's MeterProvider is not there yet (its configurator sets it up after this exporter): look again."""
         if self._otlp_waiting and self.otlp_metrics is not None:
             self._otlp_waiting = self.otlp_metrics.to_provider() is None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        out: list[ReadableSpan] = []
+        self._link_otlp_metrics()
         with self._lock:
             for span in spans:
                 self.metrics.seen.bump()
@@ -139,13 +145,14 @@ class AgentEvalSpanExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
 
-    def flush_for_exit(self, timeout_s: float) -> bool:
-        """At interpreter exit, before the providers shut down (`exit_flush.py`): the spans still queued in the
-        global TracerProvider's batch processors that feed this exporter are exported (so evaluated) now and the
-        open runs closed, so their metrics and log records are there for the last exports."""
-        if self._otlp_waiting and self.otlp_metrics is not None:
-            self._otlp_waiting = self.otlp_metrics.to_provider() is None
+    def flush_for_exit(self, timeout_s: float, close_runs: bool = True) -> bool:
+        """Before the last metrics export (at exit: `exit_flush.py`; a metric reader's shutdown: `otlp_metrics.py`):
+        the spans still queued in the global TracerProvider's batch processors that feed this exporter are exported
+        (so evaluated) now and (`close_runs`) the open runs closed."""
+        self._link_otlp_metrics()
         done = all(processor.force_flush(int(timeout_s * 1000)) is not False for processor in processors_feeding(self))
+        if not close_runs:
+            return done
         with self._lock:
             rest = self.pipeline.close_all()
         if rest:

@@ -231,12 +231,13 @@ class AgentEvalSpanProcessor(SpanProcessor):
             self.pipeline.failed("force_flush", exc)
             return False
 
-    def flush_for_exit(self, timeout_s: float) -> bool:
-        """At interpreter exit, before the providers shut down (`exit_flush.py`): evaluate what is queued and close
-        the open runs, forwarding what they held, so their metrics and log records are there for the last exports."""
+    def flush_for_exit(self, timeout_s: float, close_runs: bool = True) -> bool:
+        """Before the last metrics export (at exit: `exit_flush.py`; a metric reader's shutdown: `otlp_metrics.py`):
+        evaluate what is queued and (`close_runs`) close the open runs, forwarding what they held."""
         if not self._queue.drain(timeout_s=timeout_s):
             return False  # the worker is stuck downstream: shutdown() closes the runs after it
-        self._forward(self.pipeline.close_all())
+        if close_runs:
+            self._forward(self.pipeline.close_all())
         return True
 
     def _forward_flush(self, timeout_s: float) -> bool:
