@@ -270,3 +270,59 @@ def test_our_metrics_go_once_on_a_reader_however_often_we_link_to_it():
         assert link.readers == [reader]
         assert [link_ for link_, _ in reader._collect.sources] == [link]
         meters.shutdown()
+
+
+class _Evaluator:
+    """An evaluator whose flush waits for `release` (a downstream that hangs) and says when it was called."""
+
+    is_shut_down = False
+
+    def __init__(self, release=None):
+        import threading
+
+        self.release = release or threading.Event()
+        self.calls = []
+
+    def flush_for_exit(self, timeout_s, close_runs=True):
+        self.calls.append(close_runs)
+        return self.release.wait(3600)
+
+
+def test_the_exit_step_never_waits_past_its_timeout_for_a_hanging_evaluator(monkeypatch, caplog):
+    import threading
+    import weakref
+
+    from otel_agent_eval.otel import exit_flush
+
+    hanging, shut = _Evaluator(), _Evaluator(threading.Event())
+    shut.is_shut_down = True
+    monkeypatch.setattr(exit_flush, "_evaluators", weakref.WeakSet([hanging, shut]))
+    try:
+        exit_flush.flush_all(timeout_s=0.05)  # returns: the hanging flush is left on its own thread
+        assert hanging.calls == [True] and shut.calls == []
+        assert "exit flush did not finish" in caplog.text
+    finally:
+        hanging.release.set()
+
+
+def test_the_exit_step_evaluates_the_queue_and_closes_open_runs():
+    from opentelemetry.sdk.trace import TracerProvider
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from otel_agent_eval import AgentEvalSpanProcessor
+
+    registry = CollectorRegistry()
+    processor = AgentEvalSpanProcessor(registry=registry)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("support-app")
+    agent = tracer.start_span("invoke_agent support_agent", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"})
+    agent_runs(tracer)
+    assert processor.flush_for_exit(10.0)
+    assert len(processor.runs) == 0  # the run still open at exit was closed and evaluated
+    text = generate_latest(registry).decode()
+    assert 'agent_eval_processor_runs_closed_early_total{reason="shutdown"} 1.0' in text
+    assert 'agent_eval_processor_spans_seen_total 100.0' in text
+    agent.end()
+    provider.shutdown()
