@@ -15,7 +15,8 @@ An exporter sees spans only when they end, so a tool span whose agent is not kno
 waits (bounded) until its agent span or its trace's root reaches the exporter, and
 is exported with that later batch; metrics follow the batches (every 5 s by default).
 With `OTEL_METRICS_EXPORTER=otlp` the metrics also go out over OTLP, on the SDK's own metric
-reader (docs/otlp-metrics.md).
+reader (docs/otlp-metrics.md). At exit, the spans its `BatchSpanProcessor` still holds are
+evaluated before any provider shuts down (`exit_flush.py`): an app that just ends loses nothing.
 """
 from __future__ import annotations
 
