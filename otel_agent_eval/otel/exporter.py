@@ -15,7 +15,8 @@ An exporter sees spans only when they end, so a tool span whose agent is not kno
 waits (bounded) until its agent span or its trace's root reaches the exporter, and
 is exported with that later batch; metrics follow the batches (every 5 s by default).
 With `OTEL_METRICS_EXPORTER=otlp` the metrics also go out over OTLP, on the SDK's own metric
-reader (docs/otlp-metrics.md).
+reader (docs/otlp-metrics.md). At exit, the spans its `BatchSpanProcessor` still holds are
+evaluated before any provider shuts down (`exit_flush.py`): an app that just ends loses nothing.
 """
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
+from .exit_flush import flush_at_exit
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
 from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve
@@ -65,7 +68,7 @@ class AgentEvalSpanExporter(SpanExporter):
         self._closers: list[Callable[[], Any]] = []
         attach(self, settings, options.get("catalog"))
         # the SDK's configurator sets the MeterProvider up after the tracing (this exporter): until it is there,
-        # each batch looks for it once more (one isinstance check), then never again
+        # each batch and each TTL tick (50 ms) look for it once more (one isinstance check), then never again
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
         self._otlp_waiting = self.otlp_metrics is not None and not self.otlp_metrics.readers and otlp_metrics == AUTO
         self.metrics.gauges = {
@@ -76,6 +79,7 @@ class AgentEvalSpanExporter(SpanExporter):
         self._stop = threading.Event()
         self._start_expiring()
         _restart_in_forked_children(self)
+        flush_at_exit(self)
 
     catalog = property(lambda self: self.pipeline.catalog)
 
@@ -88,8 +92,10 @@ class AgentEvalSpanExporter(SpanExporter):
 
     def expire(self) -> None:
         """Close the runs idle past the TTL (counted under `runs_closed_early_total{reason="ttl"}`) and export their
-        held-back spans now. Never raises: a failure is counted and logged as the pipeline's."""
+        held-back spans now; link to the SDK's MeterProvider once it is there. Never raises: a failure is counted
+        and logged as the pipeline's."""
         try:
+            self._link_otlp_metrics()
             with self._lock:
                 out = self.pipeline.expire()
             if out:
@@ -97,10 +103,14 @@ class AgentEvalSpanExporter(SpanExporter):
         except Exception as exc:  # noqa: BLE001 - the timer goes on
             self.pipeline.failed("export expired runs", exc, "forward_errors")
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        out: list[ReadableSpan] = []
+    def _link_otlp_metrics(self) -> None:
+        """While the SDK's MeterProvider is not there yet (its configurator sets it up after this exporter): look again."""
         if self._otlp_waiting and self.otlp_metrics is not None:
             self._otlp_waiting = self.otlp_metrics.to_provider() is None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        out: list[ReadableSpan] = []
+        self._link_otlp_metrics()
         with self._lock:
             for span in spans:
                 self.metrics.seen.bump()
@@ -135,6 +145,37 @@ class AgentEvalSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+    def flush_for_exit(self, timeout_s: float, close_runs: bool = True) -> bool:
+        """Before the last metrics export (at exit: `exit_flush.py`; a metric reader's shutdown: `otlp_metrics.py`):
+        the spans still queued in the global TracerProvider's batch processors that feed this exporter are exported
+        (so evaluated) now and (`close_runs`) the open runs closed."""
+        self._link_otlp_metrics()
+        done = all(processor.force_flush(int(timeout_s * 1000)) is not False for processor in processors_feeding(self))
+        if not close_runs:
+            return done
+        with self._lock:
+            rest = self.pipeline.close_all()
+        if rest:
+            try:
+                self.inner.export(rest)
+            except Exception as exc:  # noqa: BLE001 - the exit goes on
+                self.pipeline.failed("export at exit", exc, "forward_errors")
+        return done
+
+
+def exporter_behind(processor: Any) -> Any:
+    """The exporter a span processor exports through: `span_exporter` (SimpleSpanProcessor) or, for the SDK's
+    `BatchSpanProcessor`, `_batch_processor._exporter` (private in 1.45: any other layout reads as None)."""
+    return (getattr(processor, "span_exporter", None)
+            or getattr(getattr(processor, "_batch_processor", None), "_exporter", None))
+
+
+def processors_feeding(exporter: SpanExporter, provider: Any = None) -> list[SpanProcessor]:
+    """The span processors of `provider` (default: the global TracerProvider) that export through `exporter`."""
+    provider = provider if provider is not None else trace.get_tracer_provider()
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    return [p for p in (processors if isinstance(processors, tuple) else ()) if exporter_behind(p) is exporter]
 
 
 def _restart_in_forked_children(exporter: AgentEvalSpanExporter) -> None:

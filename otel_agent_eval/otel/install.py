@@ -24,7 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import ARGUMENTS, Settings
-from .exporter import AgentEvalSpanExporter
+from .exporter import AgentEvalSpanExporter, exporter_behind
 from .processor import AgentEvalSpanProcessor
 from .wiring import AUTO, attach, build_pipeline
 
@@ -157,8 +157,7 @@ def zero_code_exporter(provider: TracerProvider) -> AgentEvalSpanExporter | None
     _span_processors`, `BatchSpanProcessor._batch_processor._exporter` in 1.45), so any other layout reads as None."""
     processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
     for processor in processors if isinstance(processors, tuple) else ():
-        exporter = (getattr(processor, "span_exporter", None)
-                    or getattr(getattr(processor, "_batch_processor", None), "_exporter", None))
+        exporter = exporter_behind(processor)
         if isinstance(exporter, AgentEvalSpanExporter) and not exporter.is_shut_down:
             return exporter
     return None

@@ -7,7 +7,9 @@ chained: the app's own metrics first, then ours (`metrics/otlp.py`) as one more 
 (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`: Counter and Histogram classes) and
 interval. Only readers that export OTLP are chained, never a Prometheus or console one.
 `serve`, or a processor given an exporter, gets a `PeriodicExportingMetricReader` of its own
-whose only callback is ours.
+whose only callback is ours. A reader's last collection (its shutdown, e.g. the MeterProvider's
+at exit) first has each owner evaluate the spans it still holds (`before_last_export`), so a
+MeterProvider shut down before the TracerProvider still exports their metrics.
 
     >>> link = OtlpMetricsLink(metrics.collect)
     >>> link.to_provider(get_meter_provider())          # the app's OTLP readers
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,6 +39,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ..metrics.otlp import EXPLICIT, EXPONENTIAL, HISTOGRAMS, OtlpMetrics
+from .exit_flush import EXIT_TIMEOUT_S, within
 
 __all__ = ["OtlpMetricsLink", "histograms_setting", "otlp_metric_exporter"]
 
@@ -94,6 +98,8 @@ class _Chain:
         self._failed = False
 
     def __call__(self, reader: MetricReader, timeout_millis: float = 10_000) -> MetricsData | None:
+        if getattr(reader, "_shutdown", False) is True:  # its last collection (SDK 1.45: set before the ticker's last)
+            self._before_last_export(timeout_millis / 1000)
         data = self.app_collect(reader, timeout_millis=timeout_millis) if self.app_collect is not None else None
         sums, histograms = _temporality(reader, "Counter"), _temporality(reader, "Histogram")
         ours = []
@@ -114,6 +120,17 @@ class _Chain:
             ResourceMetrics(resource=first.resource, scope_metrics=[*first.scope_metrics, scope], schema_url=first.schema_url),
             *rest])
 
+    def _before_last_export(self, timeout_s: float) -> None:
+        """Each live owner evaluates what it holds, within `timeout_s` and `EXIT_TIMEOUT_S` in all; never raises."""
+        deadline = time.monotonic() + min(timeout_s, EXIT_TIMEOUT_S)
+        for link, _ in list(self.sources):
+            if link.closed or link.before_last_export is None:
+                continue
+            try:
+                within(link.before_last_export, max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - the last export still goes out
+                logger.exception("otel-agent-eval: evaluating the held spans before the last metrics export failed")
+
 
 _chaining = threading.Lock()
 
@@ -121,8 +138,10 @@ _chaining = threading.Lock()
 class OtlpMetricsLink:
     """The families of `collect` on OTLP metric readers, each reader with its own delta state."""
 
-    def __init__(self, collect: Callable[[], Iterable[Any]], *, histograms: str | None = None) -> None:
+    def __init__(self, collect: Callable[[], Iterable[Any]], *, histograms: str | None = None,
+                 before_last_export: Callable[[float], Any] | None = None) -> None:
         self.collect = collect
+        self.before_last_export = before_last_export  # (timeout_s): the owner evaluates what it holds
         self.histograms = histograms_setting(histograms)
         self.readers: list[MetricReader] = []  # the readers our families go out on
         self._own: PeriodicExportingMetricReader | None = None
@@ -156,6 +175,8 @@ class OtlpMetricsLink:
             if chain is None:
                 chain = _Chain(None if own else getattr(reader, "_collect", None), resource)
                 reader._set_collect_callback(chain)
+            if any(link is self for link, _ in chain.sources):
+                return  # on it already: once per reader, or our metrics would go out twice in each export
             # a shut-down owner's last counts made way for this one (as a Prometheus registry does)
             chain.sources = [(link, s) for link, s in chain.sources if not link.closed] + [
                 (self, OtlpMetrics(self.collect, histograms=self.histograms))]

@@ -26,6 +26,7 @@ from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
+from .exit_flush import flush_at_exit
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
@@ -93,6 +94,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         }
         _reset_in_forked_children(self)
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
+        flush_at_exit(self)
 
     catalog = property(lambda self: self.pipeline.catalog)
     scorer = property(lambda self: self.pipeline.scorer)
@@ -228,6 +230,15 @@ class AgentEvalSpanProcessor(SpanProcessor):
         except Exception as exc:  # noqa: BLE001 - e.g. no thread could be started
             self.pipeline.failed("force_flush", exc)
             return False
+
+    def flush_for_exit(self, timeout_s: float, close_runs: bool = True) -> bool:
+        """Before the last metrics export (at exit: `exit_flush.py`; a metric reader's shutdown: `otlp_metrics.py`):
+        evaluate what is queued and (`close_runs`) close the open runs, forwarding what they held."""
+        if not self._queue.drain(timeout_s=timeout_s):
+            return False  # the worker is stuck downstream: shutdown() closes the runs after it
+        if close_runs:
+            self._forward(self.pipeline.close_all())
+        return True
 
     def _forward_flush(self, timeout_s: float) -> bool:
         """On `TimedCall`'s thread: BatchSpanProcessor ignores its timeout while an export hangs; we do not."""
