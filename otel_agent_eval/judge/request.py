@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..core.redact import Redactor
     from ..core.runs import AgentRun
 
-__all__ = ["MAX_AVAILABLE_TOOLS", "MAX_TEXT_CHARS", "JudgeRequest", "available_tools_of", "request_of"]
+__all__ = ["MAX_AVAILABLE_TOOLS", "MAX_TEXT_CHARS", "JudgeRequest", "available_tools_of", "judge_redactor", "request_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,18 @@ class JudgeRequest:
     # additive
     actual_output: str | None = None  # the run's final answer, redacted; None when not captured
     arguments_recorded: bool = False  # some call carries its arguments: the argument judge can run
+
+
+def judge_redactor(pattern: str | None = None, drop_tool_io: bool = False) -> Redactor:
+    """The redaction a judge applies: `pattern` (the processor's `redact_keys`), else the common secret keys
+    (`config.settings.FAIL_CLOSED`'s: passwords, tokens, API keys, credentials, cookies...); `drop_tool_io`
+    sends no tool arguments or results at all. A judge never sends content unredacted."""
+    from ..config.settings import FAIL_CLOSED, FailClosed, usable_redaction
+    from ..core.redact import Redactor
+
+    usable = usable_redaction(pattern, "judge redact_keys") if pattern is not None else None
+    drop = drop_tool_io or isinstance(usable, FailClosed)  # a pattern that cannot be used fails closed
+    return Redactor(str(usable) if usable is not None else str(FAIL_CLOSED), drop)
 
 
 def request_of(run: AgentRun, route: TaskRoute | None, catalog: Catalog | None, *,
