@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 from deepeval.metrics import ToolCorrectnessMetric
@@ -185,3 +186,12 @@ def test_a_hosted_model_needs_a_key_and_the_key_is_sent_not_logged(server, caplo
     local = judge_model("m", base_url=server.base_url, env={})  # a local server needs no key
     DeepEvalJudge(local).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
     assert server.requests[-1].headers["authorization"] == "Bearer no-key"
+
+
+def test_deepevals_own_telemetry_is_turned_off_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("DEEPEVAL_TELEMETRY_OPT_OUT", raising=False)
+    judge_model("m", base_url="http://127.0.0.1:9/v1")
+    assert os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] == "YES"
+    monkeypatch.setenv("DEEPEVAL_TELEMETRY_OPT_OUT", "NO")
+    judge_model("m", base_url="http://127.0.0.1:9/v1")
+    assert os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] == "NO"

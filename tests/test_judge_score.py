@@ -1,7 +1,10 @@
 """`score --judge`: recorded runs judged by deepeval's real metric and client against the scripted local judge."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,7 +27,7 @@ FAQ_DEFINITIONS = json.dumps([
      "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}])
 
 
-def traces(path: Path, runs: int = 3, *, tools: tuple[str, ...] = ("local_index",)) -> tuple[Path, list[int]]:
+def traces(path: Path, runs: int = 3, *, tools: tuple[str, ...] = ("local_index",), label: str = "") -> tuple[Path, list[int]]:
     """`runs` runs of agent `support` (the packaged catalog's faq task: expected local_index), each a trace with a model
     call that declares its tools and the given tool calls, whose arguments hold a secret; and a secret in the input."""
     exporter = InMemorySpanExporter()
@@ -35,7 +38,7 @@ def traces(path: Path, runs: int = 3, *, tools: tuple[str, ...] = ("local_index"
     trace_ids = []
     for i in range(runs):
         messages = json.dumps([{"role": "user", "parts": [{"type": "text",
-                                                          "content": f"Where is my refund #{i}? password={SECRET}"}]}])
+                                                          "content": f"Where is my refund #{i}{label}? password={SECRET}"}]}])
         root = tracer.start_span("invoke_agent support", start_time=now, attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", "gen_ai.input.messages": messages})
         trace_ids.append(root.get_span_context().trace_id)
@@ -186,3 +189,43 @@ def test_judge_options_without_judge_or_without_a_key_are_refused_in_one_line(tm
         monkeypatch.delenv(name, raising=False)
     code, _, err = score(tmp_path, "--judge", "gpt-4o-mini")
     assert code == 2 and "no API key; set OTEL_AGENT_EVAL_JUDGE_API_KEY" in err and len(err.splitlines()) == 1
+
+
+def test_compare_gates_on_the_judged_score_with_one_budget_for_both_sides(tmp_path, server):
+    from otel_agent_eval.tools.cli import main
+
+    traces(tmp_path / "base" / "t.json", runs=20, label=" base")
+    traces(tmp_path / "head" / "t.json", runs=20, label=" head")
+    server.respond = lambda prompt: Reply({"score": 1.0 if " base?" in prompt else 0.25, "reason": "scripted"})
+    code, out, err = _compare(main, tmp_path, "--json", "--fail-on-regression", "--judge", "m", "--judge-base-url",
+                              server.base_url, "--no-judge-arguments")
+    assert code == 1, err
+    data = json.loads(out)
+    (regression,) = data["regressions"]
+    assert (regression["group"], regression["metric"], regression["base"], regression["head"]) == (
+        "support/faq", "judge_score", 1.0, 0.25)
+    assert data["judge"]["base"]["judged"] == data["judge"]["head"]["judged"] == 20
+    assert "regression: support/faq: judge_score 1 -> 0.25" in err
+    server.requests.clear()
+    code, out, err = _compare(main, tmp_path, "--json", "--judge", "m", "--judge-base-url", server.base_url,
+                              "--no-judge-arguments", "--judge-budget", "30")
+    data = json.loads(out)
+    assert (data["judge"]["base"]["judged"], data["judge"]["head"]["judged"], data["judge"]["head"]["over_budget"]) == (20, 10, 10)
+    assert len(server.requests) == 30
+    change = data["groups"][0]["changes"]["judge_score"]
+    assert change["tested"] is False and change["untested"] == "10 judged runs, 20 needed"
+    code, out, err = _compare(main, tmp_path, "--json")
+    assert "judge_score" not in json.loads(out)["groups"][0]["changes"]  # not judged: not compared
+
+
+def _compare(main, cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`otel-agent-eval compare base head ARGS` in this process, from `cwd`."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["compare", "base", "head", *args])
+    finally:
+        os.chdir(here)
+    return code, out.getvalue(), err.getvalue()

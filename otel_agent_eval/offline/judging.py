@@ -157,12 +157,21 @@ class OfflineJudging:
         self.judge, self.catalog, self.rate, self.redactor, self.chosen = judge, catalog, rate, redactor, chosen
         self.max_usd, self.max_judgements = max_usd, max_judgements
         self.runs = self.sampled = self.over_budget = self.unpriced = self.input_tokens = self.output_tokens = 0
-        self.spent = 0.0
+        self.spent = 0.0  # by this replay's judgements
         self.priced = False
+        self.total = _Total()  # the budget's: shared by the replays of one command (`another`)
         self.judged: list[JudgedRun] = []
         self.errors: dict[str, None] = {}
         self._declared: OrderedDict[int, dict[str, ToolDefinition]] = OrderedDict()
         self._agents = AgentGroups()
+
+    def another(self) -> OfflineJudging:
+        """A judging for another replay (`compare`'s other side): the same judge, sample and redaction, and the same
+        budget, which is a total over both."""
+        other = OfflineJudging(self.judge, self.catalog, rate=self.rate, max_usd=self.max_usd,
+                               max_judgements=self.max_judgements, redactor=self.redactor, chosen=self.chosen)
+        other.total = self.total
+        return other
 
     def on_span(self, span: ReadableSpan) -> None:
         """Remember the tools a sampled trace's span declares (for the runs of that trace)."""
@@ -189,6 +198,7 @@ class OfflineJudging:
         agent, task = self._agents(run.agent), run.task or ""
         route = self.catalog.task(run.task) if run.task else None
         trace_id = format(run.trace_id, "032x")
+        self.total.judgements += 1
         try:
             request = request_of(run, route, self.catalog, redactor=self.redactor, declared=self._declared.get(run.trace_id))
             result = self.judge.judge(request)
@@ -206,6 +216,7 @@ class OfflineJudging:
             self.unpriced += 1
         else:
             self.spent += result.cost_usd
+            self.total.usd += result.cost_usd
             self.priced = True
         self.judged.append(JudgedRun(trace_id, agent, task, result))
 
@@ -239,9 +250,17 @@ class OfflineJudging:
         return dataclasses.replace(report, groups=tuple(groups), judge=summary)
 
     def _spent(self) -> bool:
-        if self.max_judgements is not None and len(self.judged) >= self.max_judgements:
+        if self.max_judgements is not None and self.total.judgements >= self.max_judgements:
             return True
-        return self.max_usd is not None and self.spent >= self.max_usd
+        return self.max_usd is not None and self.total.usd >= self.max_usd
+
+
+class _Total:
+    """What the judgements of one command have used of its budget (both sides of a `compare`)."""
+
+    def __init__(self) -> None:
+        self.judgements = 0  # started, failed ones too: a failed call may still have cost
+        self.usd = 0.0
 
 
 def _group(agent: str, task: str, runs: list[JudgedRun]) -> JudgeGroup:
