@@ -195,3 +195,18 @@ def test_deepevals_own_telemetry_is_turned_off_unless_the_user_chose(monkeypatch
     monkeypatch.setenv("DEEPEVAL_TELEMETRY_OPT_OUT", "NO")
     judge_model("m", base_url="http://127.0.0.1:9/v1")
     assert os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] == "NO"
+
+
+@pytest.mark.parametrize("reply", [Reply(status=429), Reply(status=500), Reply(hang=True)], ids=["429", "500", "hang"])
+def test_a_judge_that_refuses_or_hangs_raises_with_one_line_and_the_server_still_closes(reply, monkeypatch):
+    from otel_agent_eval.judge.result import describe_error
+
+    monkeypatch.setenv("DEEPEVAL_RETRY_MAX_ATTEMPTS", "1")
+    with JudgeServer() as server:
+        server.queue(reply)
+        judge = DeepEvalJudge(judge_model("m", base_url=server.base_url, timeout_s=0.5))
+        with pytest.raises(Exception) as caught:
+            judge.judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+        line = describe_error(caught.value)
+        assert "\n" not in line and line.split(":")[0] in {"RateLimitError", "InternalServerError", "APITimeoutError"}
+        assert len(server.requests) == 1
