@@ -122,7 +122,8 @@ def test_the_gate_fails_on_the_judged_score_and_the_table_junit_and_html_show_it
                            "--junit", "out.xml", "--html", "out.html", "--no-judge-arguments")
     assert code == 1
     assert "gate failed: support/faq: judge_score 0.5 < 0.6 (--fail-under judge_score)" in err
-    assert "Tool selection judged by judge m, ToolCorrectnessMetric (deepeval " in out
+    assert "Tool selection judged by m, ToolCorrectnessMetric (deepeval " in out
+    assert "(expected tools 1.00, judge 0.50): local_index fits, but the <agent> looked twice." in out
     assert "Judged 3 of 3 sampled runs (3 runs in all)" in out and "cost unknown" in out
     assert "local_index fits, but the <agent> looked twice." in out
     suite = ET.parse(tmp_path / "out.xml").getroot().find("testsuite")

@@ -13,9 +13,9 @@ MAX_REASON_CHARS = 240  # of a judge's reason, in the table and the HTML
 
 
 def provenance(summary: JudgeSummary) -> str:
-    """`judge gpt-4o-mini, ToolCorrectnessMetric (deepeval 4.3.1, prompt sha256:…), sample rate 0.1`."""
+    """`gpt-4o-mini, ToolCorrectnessMetric (deepeval 4.3.1, prompt sha256:…), sample rate 0.1`."""
     version = ", ".join(v for v in (summary.metric_version, f"prompt {summary.prompt_version}" if summary.prompt_version else "") if v)
-    return (f"judge {summary.judge_model}, {summary.metric}" + (f" ({version})" if version else "")
+    return (f"{summary.judge_model}, {summary.metric}" + (f" ({version})" if version else "")
             + f", sample rate {summary.sample_rate:g}")
 
 
@@ -51,8 +51,8 @@ def judge_lines(summary: JudgeSummary) -> list[str]:
     if lowest:
         lines += ["", "Lowest judged runs (the judge's reason):"]
         for run in sorted(lowest, key=lambda r: (r.result.score, r.trace_id))[:10]:
-            lines.append(f"  {run.result.score:.2f}  {agent_label(run.agent)}/{task_label(run.task)}  trace {run.trace_id}: "
-                         f"{printable(_reason(run))}")
+            lines.append(f"  {run.result.score:.2f}  {agent_label(run.agent)}/{task_label(run.task)}  trace {run.trace_id} "
+                         f"({_parts(run)}): {printable(_reason(run))}")
     for error in summary.errors:
         lines.append(f"Judge error: {printable(error)}")
     return lines
@@ -73,7 +73,7 @@ def judge_group_out(summary: JudgeSummary, agent: str, task: str) -> list[str]:
     group = summary.group(agent, task)
     if group is None:
         return []
-    return [f"judged {run.trace_id}: score {run.result.score:.3g} ({run.result.part} part): {_reason(run)}"
+    return [f"judged {run.trace_id}: score {run.result.score:.3g} ({_parts(run)}): {_reason(run)}"
             for run in group.lowest if run.result is not None]
 
 
@@ -84,7 +84,7 @@ def judge_html(summary: JudgeSummary) -> str:
     headers = ["agent", "task", "judged", "failed", "score", "selection", "arguments", "cost", "lowest runs (the judge's reason)"]
     rows = []
     for g in summary.groups:
-        lowest = "".join(f"<li><code>{e(r.trace_id[:16])}</code> {r.result.score:.2f}: {e(_reason(r))}</li>"
+        lowest = "".join(f"<li><code>{e(r.trace_id[:16])}</code> {r.result.score:.2f} ({e(_parts(r))}): {e(_reason(r))}</li>"
                          for r in g.lowest if r.result is not None)
         rows.append([e(agent_label(g.agent)), e(task_label(g.task)), f"{g.judged:,}", f"{g.failed:,}", _float(g.score, 2),
                      _float(g.selection_score, 2), _float(g.argument_score, 2),
@@ -95,9 +95,19 @@ def judge_html(summary: JudgeSummary) -> str:
     return head + f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>" + errors
 
 
-def _reason(run: JudgedRun) -> str:
-    """The reason of the part that gave the score (the judge's, or deepeval's combined one); one line, clipped."""
+def _parts(run: JudgedRun) -> str:
+    """`expected tools 0.00, judge 0.25`: the two parts whose minimum the score is."""
     assert run.result is not None
-    text = run.result.selection_reason if run.result.part == "judge" and run.result.selection_reason else run.result.reason
+    result = run.result
+    parts = [f"expected tools {result.deterministic_score:.2f}" if result.deterministic_score is not None else "no expected tools"]
+    if result.selection_score is not None:
+        parts.append(f"judge {result.selection_score:.2f}")
+    return ", ".join(parts)
+
+
+def _reason(run: JudgedRun) -> str:
+    """The judge's reason (deepeval's combined one when the judge gave none); one line, clipped."""
+    assert run.result is not None
+    text = run.result.selection_reason or run.result.reason
     text = " ".join(text.split())
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 1] + "…"
