@@ -147,3 +147,14 @@ def test_a_case_without_available_tools_in_its_metadata_is_judged_against_the_to
 
     case = LLMTestCase(input="q", tools_called=[ToolCall(name="a"), ToolCall(name="b"), ToolCall(name="a")])
     assert names(available_tools_of_case(case)) == ["a", "b"]
+
+
+def test_the_judge_modules_import_deepeval_only_when_a_judgement_is_made():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import otel_agent_eval.judge, otel_agent_eval.judge.deepeval_judge, otel_agent_eval.judge.models\n"
+            "import otel_agent_eval.offline.judging, otel_agent_eval.offline.compare, otel_agent_eval.tools.score\n"
+            "assert 'deepeval' not in sys.modules, sorted(m for m in sys.modules if m.startswith('deepeval'))[:3]\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
