@@ -157,8 +157,11 @@ class JudgeServer:
         return f"http://{host}:{port}/v1"
 
     def queue(self, *replies: Reply) -> None:
-        """Answer the next requests with these, in order (then by prompt again)."""
+        """Answer the next requests with these, in order (then by prompt again). A hang queued after `release()`
+        hangs again (until the next `release()` or `close()`)."""
         with self._lock:
+            if any(reply.hang for reply in replies) and self._server is not None:
+                self._released.clear()
             self._queue.extend(replies)
 
     def release(self) -> None:
