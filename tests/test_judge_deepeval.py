@@ -119,14 +119,22 @@ def test_tokens_and_cost_of_a_model_deepeval_prices(server):
     assert result.cost_usd == pytest.approx(1000 * 0.15e-6 + 100 * 0.6e-6)  # deepeval's gpt-4o-mini price
 
 
-def test_a_model_deepeval_cannot_price_is_priced_by_the_catalog_else_unknown(server):
-    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(2000, 500)), Reply({"score": 1.0, "reason": "ok"}, usage=(7, 3)))
+def test_a_model_deepeval_cannot_price_is_priced_by_the_catalog_else_genai_prices_else_unknown(server):
+    from otel_agent_eval.core.prices import LLMPricer
+    from otel_agent_eval.core.recognize import LLMCall
+
+    called = request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")])
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(2000, 500)))
     priced = judge_model("house-judge", base_url=server.base_url, models={"house-judge": ModelPrice(0.001, 0.002)})
-    result = DeepEvalJudge(priced).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+    result = DeepEvalJudge(priced).judge(called)
     assert (result.input_tokens, result.output_tokens) == (2000, 500)
     assert result.cost_usd == pytest.approx(2 * 0.001 + 0.5 * 0.002)
-    unknown = judge_model("house-judge-unpriced-xyz", base_url=server.base_url)
-    result = DeepEvalJudge(unknown).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(1000, 100)))
+    result = DeepEvalJudge(judge_model("mistral-small-latest", base_url=server.base_url)).judge(called)  # deepeval: no price
+    usd, source = LLMPricer({}).price(LLMCall("mistral-small-latest", 1000, 100))
+    assert source == "genai_prices" and usd > 0 and result.cost_usd == pytest.approx(usd)
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(7, 3)))
+    result = DeepEvalJudge(judge_model("house-judge-unpriced-xyz", base_url=server.base_url)).judge(called)
     assert (result.input_tokens, result.output_tokens, result.cost_usd) == (7, 3, None)
 
 
