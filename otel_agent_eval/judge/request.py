@@ -100,29 +100,30 @@ def available_tools_of(run: AgentRun, catalog: Catalog | None, *,
                        max_available: int = MAX_AVAILABLE_TOOLS) -> list[Any]:
     """deepeval `ToolCall`s for the tools `run`'s agent could choose from, sorted by name.
 
-    The tools its spans declared when they declared any (what the model was offered), else the catalog's
-    tools (less its `ignore_tools`); with the tools it called in either case. Descriptions come from the
-    span, else the catalog (with the tool's capabilities); the argument schema likewise. At most
-    `max_available`, the called tools first kept.
+    The tools its spans list when they list any (a model call's or the agent span's definitions: what the
+    model was offered), else the catalog's tools (less its `ignore_tools`); with the tools it called in either
+    case. Descriptions come from the spans (the listing, else the tool's own span), else the catalog (with the
+    tool's capabilities); the argument schema likewise. At most `max_available`, the called tools first kept.
     """
     from deepeval.test_case import ToolCall
 
-    found: dict[str, ToolDefinition] = {}
-    read_definitions(run.root_attributes, found)
-    for record in run.tool_calls:
-        read_definitions(_attrs_of(record), found)
-        schema = _safe_schema(record)
-        if schema is not None and (record.name not in found or found[record.name].schema is None):
-            old = found.get(record.name)
-            found[record.name] = ToolDefinition(record.name, old.description if old else "", schema)
+    listed: dict[str, ToolDefinition] = {}  # the tools offered, as a model call or the agent span lists them
+    read_definitions(run.root_attributes, listed)
     for name, definition in (declared or {}).items():
-        old = found.get(name)
-        found[name] = definition if old is None else ToolDefinition(
-            name, old.description or definition.description, old.schema if old.schema is not None else definition.schema)
+        _merge(listed, definition)
+    described: dict[str, ToolDefinition] = {}  # a tool span's own description and schema: its tool, no others
+    for record in run.tool_calls:
+        read_definitions(_attrs_of(record), described)
+        schema = _safe_schema(record)
+        if schema is not None:
+            _merge(described, ToolDefinition(record.name, "", schema))
+    found = dict(described)
+    for definition in listed.values():
+        _merge(found, definition, first=True)
     called_names = list(dict.fromkeys(record.name for record in run.tool_calls))
     ignore = catalog.ignore_tools if catalog is not None else frozenset()
-    if found:
-        names = list(found)
+    if listed:
+        names = list(listed)
     else:
         names = [name for name in (catalog.tools if catalog is not None else {}) if name not in ignore]
     names = [n for n in dict.fromkeys([*called_names, *sorted(names)]) if n not in ignore]
@@ -140,6 +141,17 @@ def available_tools_of(run: AgentRun, catalog: Catalog | None, *,
         tools.append(ToolCall(name=name, description=_redacted_text(description, redactor) or None,
                               input_parameters=dict(schema) if isinstance(schema, Mapping) else None))
     return tools
+
+
+def _merge(out: dict[str, ToolDefinition], definition: ToolDefinition, *, first: bool = False) -> None:
+    """Add `definition` to `out`: what `out` holds wins (or `definition`'s, with `first`), the other fills its gaps."""
+    old = out.get(definition.name)
+    if old is None:
+        out[definition.name] = definition
+        return
+    a, b = (definition, old) if first else (old, definition)
+    out[definition.name] = ToolDefinition(definition.name, a.description or b.description,
+                                          a.schema if a.schema is not None else b.schema)
 
 
 def _description(definition: ToolDefinition | None, tool: Tool | None) -> str:
