@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 
-from judge_server import VERDICTS_MARK, JudgeServer, Reply
+from judge_server import JudgeServer, Reply
 from test_score import collector_lines, main_in_process, write
 
 MS = 1_000_000
