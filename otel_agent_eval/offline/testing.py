@@ -14,7 +14,6 @@ can check them.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 import weakref
@@ -24,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.catalog import Catalog
 from ..config.settings import Settings
-from ..core import conventions as c
+from ..core.run_text import run_input, run_output
+from ..core.tool_definitions import ToolDefinition
 from ..otel.install import global_sdk_provider
 from ..otel.processor import AgentEvalSpanProcessor
 from ..otel.wiring import resolve
@@ -34,19 +34,31 @@ if TYPE_CHECKING:
     from deepeval.test_case import LLMTestCase
     from opentelemetry.sdk.trace import TracerProvider
 
-_INPUT_KEYS = (c.OI_INPUT_VALUE, c.TRACELOOP_ENTITY_INPUT, c.GEN_AI_INPUT_MESSAGES, "pydantic_ai.all_messages")
-_OUTPUT_KEYS = (c.OI_OUTPUT_VALUE, c.TRACELOOP_ENTITY_OUTPUT, c.GEN_AI_OUTPUT_MESSAGES, "final_result", "pydantic_ai.all_messages")
+__all__ = ["capture_runs", "run_input", "run_output", "run_to_test_case"]
 
 
-def run_to_test_case(run: AgentRun) -> LLMTestCase:
+def run_to_test_case(run: AgentRun, catalog: Catalog | str | os.PathLike[str] | None = None, *,
+                     declared: Mapping[str, ToolDefinition] | None = None) -> LLMTestCase:
     """A deepeval `LLMTestCase` for a run: input and output from its root (or first and last LLM call),
-    `tools_called` from its tool calls, `expected_tools` from its task route."""
+    `tools_called` from its tool calls, `expected_tools` from its task route.
+
+    Its metadata carries `available_tools` (deepeval's name: what the agent could choose from, as
+    `ToolCall` fields): the tools the run's spans declared (and `declared`, read from other spans), else
+    `catalog`'s (None: the one `capture_runs` scores with by default, `OTEL_AGENT_EVAL_CATALOG` or the
+    packaged one), with their descriptions, capabilities and argument schemas. deepeval's
+    `ToolCorrectnessMetric(available_tools=...)` or `JudgedToolCorrectnessMetric` judge with them."""
     from deepeval.test_case import LLMTestCase, ToolCall
 
+    from ..judge.request import available_tools_of
     from .deepeval_metrics import metadata_field
+    from .judged_metric import AVAILABLE_TOOLS_KEY
 
+    if not isinstance(catalog, Catalog):
+        catalog = resolve(Settings.from_env(), catalog=catalog)["catalog"]
+    available = available_tools_of(run, catalog, declared=declared)
     metadata = {"tools_used": [r.name for r in run.tool_calls], "agent": run.agent, "task": run.task,
-                "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None}
+                "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None,
+                AVAILABLE_TOOLS_KEY: [tool.model_dump(mode="json", exclude_none=True) for tool in available]}
     return LLMTestCase(
         input=run_input(run),
         actual_output=run_output(run),
@@ -54,108 +66,6 @@ def run_to_test_case(run: AgentRun) -> LLMTestCase:
         expected_tools=[ToolCall(name=name) for name in run.expected_tools] or None,
         **{metadata_field(LLMTestCase): metadata},
     )
-
-
-def run_input(run: AgentRun) -> str:
-    """The user's input to the run, as text."""
-    for key in _INPUT_KEYS:
-        text = _message_text(run.root_attributes.get(key), role="user", first=True)
-        if text:
-            return text
-    first = run.llm_calls[0].input_messages if run.llm_calls else None
-    return _message_text(first, role="user", first=True) or ""
-
-
-def run_output(run: AgentRun) -> str:
-    """The run's final answer, as text."""
-    for key in _OUTPUT_KEYS:
-        text = _message_text(run.root_attributes.get(key), role="assistant", first=False)
-        if text:
-            return text
-    last = run.llm_calls[-1].output_messages if run.llm_calls else None
-    return _message_text(last, role="assistant", first=False) or ""
-
-
-def _message_text(value: Any, *, role: str, first: bool) -> str | None:
-    """Plain text from an attribute that is text, or JSON messages in the GenAI or chat shapes."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(parsed, str):
-            return parsed
-        value = parsed
-    if isinstance(value, Mapping):
-        value = [value]
-    if not isinstance(value, list):
-        return str(value)
-    texts = [t for t in (_text_of(m) for m in value if isinstance(m, Mapping) and m.get("role", role) == role) if t]
-    if not texts:
-        return None
-    return texts[0] if first else texts[-1]
-
-
-def _text_of(message: Mapping[str, Any]) -> str | None:
-    """A message's text; its images (GenAI `uri`/`blob` parts, OpenAI `image_url`, Anthropic `image`) as deepeval
-    `MLLMImage` placeholders in it, so the test case is multimodal as the run was."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts = message.get("parts") or (content if isinstance(content, list) else [])
-    text = ""
-    for part in parts:
-        if not isinstance(part, Mapping):
-            continue
-        if part.get("type") in ("text", None):
-            piece = part.get("content") or part.get("text")
-            if isinstance(piece, str):
-                text += piece
-            continue
-        image = _image_of(part)
-        if image is not None:
-            text += (" " if text and not text.endswith((" ", "\n")) else "") + image
-    return text or None
-
-
-def _image_of(part: Mapping[str, Any]) -> str | None:
-    """The `MLLMImage` placeholder for an image part, or None (not an image, or not one deepeval can hold).
-
-    Only remote (http/https) URLs, data URIs and inline base64 become images: a span is data from
-    elsewhere, and deepeval's `MLLMImage` would read a local path it names into the test case.
-    """
-    kind, modality = part.get("type"), part.get("modality")
-    mime = part.get("mime_type") or part.get("mimeType")
-    url: Any = None
-    data: Any = None
-    if kind == "image_url":  # OpenAI chat content: {"type": "image_url", "image_url": {"url": ...}}
-        inner = part.get("image_url")
-        url = inner.get("url") if isinstance(inner, Mapping) else inner
-    elif kind == "image" and isinstance(part.get("source"), Mapping):  # Anthropic: base64 or url source
-        source = part["source"]
-        url, data, mime = source.get("url"), source.get("data"), source.get("media_type") or mime
-    elif modality == "image" or (isinstance(mime, str) and mime.startswith("image/")):
-        if kind == "uri":  # GenAI semantic conventions' UriPart / BlobPart
-            url = part.get("uri")
-        elif kind == "blob":
-            data = part.get("content")
-    if isinstance(url, str) and url.startswith("data:"):
-        header, _, payload = url.partition(",")
-        if not header.endswith(";base64"):
-            return None
-        mime, data, url = header[5:-7] or None, payload, None
-    try:
-        from deepeval.test_case import MLLMImage
-
-        if isinstance(data, str) and data and isinstance(mime, str) and mime:
-            return str(MLLMImage(dataBase64=data, mimeType=mime))
-        if isinstance(url, str) and url.startswith(("http://", "https://")) and not MLLMImage.is_local_path(url):
-            return str(MLLMImage(url=url, local=False))
-    except (ImportError, ValueError, TypeError, OSError, AssertionError):
-        return None
-    return None
 
 
 class _Captures:
