@@ -256,3 +256,44 @@ def test_the_real_vercel_image_run_matches_the_hand_worked_example():
     assert [t.tokens for t in cost.calls] == [432, 447, 445]
     assert cost.input_tokens == 760 + 2325
     assert cost.calls[1].usd == pytest.approx(447e-6)  # Claude Haiku 4.5: $1 per million input tokens (genai-prices)
+
+
+def test_a_draft_of_the_vercel_set_writes_measured_costs_that_rank_tools_sharing_a_capability(tmp_path):
+    """docs/first-catalog.md: the draft's context_usd, then the two forecasts given one capability."""
+    from otel_agent_eval.config.catalog import load_catalog
+    from otel_agent_eval.offline.draft import observe_traces, render_draft
+    from otel_agent_eval.offline.score import score_traces
+
+    traces = REAL_TRACES / "sideseat-vercel-ai"
+    text = render_draft(observe_traces([traces]))
+    catalog_path = tmp_path / "vercel.yaml"
+    catalog_path.write_text(text)
+    drafted = load_catalog(catalog_path)
+    assert drafted.tools["temperature_forecast"].context_usd == pytest.approx(0.000169)  # (118 + 194 + 194) / 3 tokens at $1/M
+    assert drafted.tools["image_reader"].context_usd == pytest.approx(0.0479)
+    assert all(tool.cost_usd == 0 and tool.context_usd > 0 for tool in drafted.tools.values())
+    before = score_traces([traces], drafted)
+    assert before.wasted_usd == 0  # each tool its own capability: its own best choice
+    tools = {t.tool: t for g in before.groups for t in g.tools}
+    assert tools["image_reader"].true_cost_per_call_usd == pytest.approx(191777e-6 / 4)
+    catalog_path.write_text(text.replace('capabilities: ["temperature_forecast"]', 'capabilities: ["forecast"]')
+                            .replace('capabilities: ["precipitation_forecast"]', 'capabilities: ["forecast"]'))
+    after = score_traces([traces], load_catalog(catalog_path))
+    (poor,) = after.poor_choices
+    assert (poor.tool, poor.optimal_tool, poor.calls) == ("temperature_forecast", "precipitation_forecast", 3)
+    assert poor.wasted_usd == pytest.approx(3 * (0.000169 - 0.0000453))
+    assert after.groups[0].cost_per_run_usd == before.groups[0].cost_per_run_usd  # the tokens were in the LLM cost already
+
+
+def test_a_catalog_without_context_usd_scores_as_before():
+    from otel_agent_eval.config.catalog import parse_catalog
+
+    text = """tools:
+  a: {cost_usd: 0.002, latency_ms: 10, capabilities: [x], complexity: simple}
+  b: {cost_usd: 0.001, latency_ms: 10, capabilities: [x], complexity: simple}
+"""
+    plain = parse_catalog(text)
+    assert [t.true_cost_usd for t in plain.tools.values()] == [0.002, 0.001]
+    measured = parse_catalog(text.replace("complexity: simple}\n  b", "complexity: simple, context_usd: 0}\n  b")
+                             .replace("cost_usd: 0.001,", "cost_usd: 0.001, context_usd: 0.003,"))
+    assert [t.true_cost_usd for t in measured.tools.values()] == [0.002, 0.004]
