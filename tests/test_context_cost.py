@@ -297,3 +297,38 @@ def test_a_catalog_without_context_usd_scores_as_before():
     measured = parse_catalog(text.replace("complexity: simple}\n  b", "complexity: simple, context_usd: 0}\n  b")
                              .replace("cost_usd: 0.001,", "cost_usd: 0.001, context_usd: 0.003,"))
     assert [t.true_cost_usd for t in measured.tools.values()] == [0.002, 0.004]
+
+
+def test_compare_flags_a_tool_whose_true_cost_per_call_regressed_beyond_noise(tmp_path):
+    from otel_agent_eval.offline.compare import TRUE_COST, compare_traces
+    from true_cost_traces import noisy_runs, write_runs
+
+    base = write_runs(tmp_path / "base.jsonl", noisy_runs(30, {"search": 400, "clock": 20}, seed=1))
+    head = write_runs(tmp_path / "head.jsonl", noisy_runs(30, {"search": 1200, "clock": 20}, seed=2))  # search returns 3x more
+    comparison = compare_traces(base, head, resamples=500)
+    tools = {c.tool: c for c in comparison.changes if c.metric == TRUE_COST}
+    assert tools["search"].regression and tools["search"].head > 2.5 * tools["search"].base
+    assert tools["clock"].tested and not tools["clock"].regression
+    assert [(c.tool, c.metric) for c in comparison.regressions] == [("", "cost_per_run_usd"), ("search", TRUE_COST)]
+    assert "search: true_cost_per_call_usd" in str(tools["search"])
+    same = compare_traces(base, write_runs(tmp_path / "same.jsonl", noisy_runs(30, {"search": 400, "clock": 20}, seed=3)),
+                          resamples=500)
+    assert not same.regressions
+
+
+def test_recorded_true_cost_runs_are_worked_to_the_token():
+    """The runs `true_cost_traces` records: 1,000/50, tools, then the growth, then 30 + 7 more (unattributed)."""
+    from otel_agent_eval.config.catalog import load_catalog
+    from otel_agent_eval.core.pipeline import Pipeline
+    from true_cost_traces import record_runs
+
+    runs: list[Any] = []
+    pipeline = Pipeline(load_catalog(), on_run=runs.append)
+    for span in record_runs([[("search", 300), ("clock", 20)]]):
+        pipeline.ended(span)
+    (run,) = runs
+    cost = run.evaluation.context
+    # the call after the tools: 1,050 + 320 = 1,370 in; search 300 and clock 20 by result size (1,200 : 80 chars)
+    assert [(t.share, t.held_by, t.tokens) for t in cost.calls] == [(300, 2, 600), (20, 2, 40)]
+    assert cost.input_tokens == 1000 + 1370 + 1407 and cost.unattributed_tokens == cost.input_tokens - 640
+    assert cost.calls[0].usd == pytest.approx(600 * 1e-6)  # claude-haiku-4-5 at the catalog's $0.001 per 1k
