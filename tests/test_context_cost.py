@@ -332,3 +332,25 @@ def test_recorded_true_cost_runs_are_worked_to_the_token():
     assert [(t.share, t.held_by, t.tokens) for t in cost.calls] == [(300, 2, 600), (20, 2, 40)]
     assert cost.input_tokens == 1000 + 1370 + 1407 and cost.unattributed_tokens == cost.input_tokens - 640
     assert cost.calls[0].usd == pytest.approx(600 * 1e-6)  # claude-haiku-4-5 at the catalog's $0.001 per 1k
+
+
+def test_the_html_report_charts_where_the_runs_input_tokens_came_from():
+    import re
+
+    from otel_agent_eval.offline.score import score_traces
+    from otel_agent_eval.tools.html_report import render_html
+
+    report = score_traces([REAL_TRACES / "sideseat-vercel-ai"])
+    assert report.input_tokens == report.context_tokens + report.unattributed_tokens
+    assert report.context_tokens == sum(t.induced_tokens for t in report.tool_context) == 193_621
+    assert report.unmeasured_runs == 1  # the error scenario's run: its one model call has no token counts
+    page = render_html(report)
+    figure = page[page.index('<figure aria-labelledby="context-chart-caption">'):]
+    figure = figure[:figure.index("</figure>")]
+    cells = re.findall(r"<tr><td>([^<]*)</td><td class=n>([\d,]+)</td>", figure)
+    assert cells[0] == ("image_reader", "191,777")
+    assert cells[-1] == ("no tool (prompt, user, model&#x27;s own text)", f"{report.unattributed_tokens:,}")
+    assert sum(int(n.replace(",", "")) for _, n in cells) == report.input_tokens
+    assert "1 run without token counts left out" in figure
+    empty = render_html(score_traces([REAL_TRACES / "sideseat-crewai"]))
+    assert "where its input came from is unmeasured" in empty

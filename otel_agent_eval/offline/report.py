@@ -282,6 +282,11 @@ class Report:
     coverage: Coverage = Coverage()
     llm_calls_by_price_source: Mapping[str, int] = field(default_factory=dict)  # LLM calls of the runs, by price source
     tool_context: tuple[ToolContextCost, ...] = ()  # per tool over all agents, most induced tokens first
+    # the input tokens of the runs with token counts: caused by tool results, the rest; and the runs without
+    input_tokens: int = 0
+    context_tokens: int = 0
+    unattributed_tokens: int = 0
+    unmeasured_runs: int = 0
 
     @property
     def wasted_usd(self) -> float:
@@ -309,6 +314,8 @@ class Report:
             "coverage": self.coverage.to_dict(),
             "llm_prices": {"calls_by_source": dict(self.llm_calls_by_price_source)},
             "tool_context": [vars(t) for t in self.tool_context],
+            "input_tokens": {"total": self.input_tokens, "caused_by_tool_results": self.context_tokens,
+                             "unattributed": self.unattributed_tokens, "unmeasured_runs": self.unmeasured_runs},
         }
 
 
@@ -461,6 +468,7 @@ class ReportBuilder:
         self._unpriced: Counter[str] = Counter()  # LLM calls per model the catalog cannot price, up to MAX_AGENTS models
         self._llm_sources: Counter[str] = Counter()  # LLM calls by where their price came from
         self._context: dict[str, _ContextAcc] = {}  # by tool, over all agents and tasks: induced cost
+        self._input = [0, 0, 0, 0]  # input tokens of measured runs: all, caused by tool results, the rest; unmeasured runs
 
     def call(self, record: ToolCallRecord, score: CallScore) -> None:
         static = score.static
@@ -519,6 +527,8 @@ class ReportBuilder:
         self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
         if evaluation.context is not None and evaluation.context.measured:
             self._context_cost(run, acc)
+        else:
+            self._input[3] += 1
         for model in evaluation.unpriced_models:
             if (model in self._unpriced or len(self._unpriced) < MAX_AGENTS) and _used_tokens(run, model):
                 self._unpriced[model] += 1
@@ -528,6 +538,10 @@ class ReportBuilder:
         """A measured run's induced tokens and cost, per run and per tool call (its call's group, as `call` counted it)."""
         context = run.evaluation.context  # type: ignore[union-attr]
         acc.measured += 1
+        totals = self._input
+        totals[0] += context.input_tokens
+        totals[1] += context.attributed_tokens
+        totals[2] += context.unattributed_tokens
         acc.induced_tokens += context.attributed_tokens
         acc.induced_usd += context.attributed_usd
         if len(context.calls) != len(run.scores):
@@ -625,7 +639,8 @@ class ReportBuilder:
                       tool_latency=tuple(latency), worst_runs=worst,
                       gate_levels=dict(self.catalog.gates_for(self.environment)), coverage=coverage,
                       llm_calls_by_price_source={s: self._llm_sources[s] for s in PRICE_SOURCES if self._llm_sources[s]},
-                      tool_context=self._tool_context())
+                      tool_context=self._tool_context(), input_tokens=self._input[0], context_tokens=self._input[1],
+                      unattributed_tokens=self._input[2], unmeasured_runs=self._input[3])
 
     def _tool_context(self) -> tuple[ToolContextCost, ...]:
         out = []
