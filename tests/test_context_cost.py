@@ -226,16 +226,19 @@ def real_runs(*paths: str) -> list[Any]:
 
 def test_every_real_run_is_conserved_exactly():
     runs = real_runs("any-agent", "sideseat-vercel-ai", "sideseat-crewai")
-    measured = [r for r in runs if r.evaluation.context.measured]
+    measured = [r for r in runs if r.evaluation.context is not None and r.evaluation.context.measured]
     assert len(measured) >= 20
     for run in runs:
         cost = run.evaluation.context
+        if not run.llm_calls:  # no model call: nothing to measure, nothing on its root
+            assert cost is None
+            continue
         assert cost.attributed_tokens + cost.unattributed_tokens == cost.input_tokens == sum(
             c.input_tokens for c in run.llm_calls)
         assert round(cost.attributed_usd + cost.unattributed_usd, 2) == round(cost.input_usd, 2)
         assert len(cost.calls) == len(run.tool_calls)
     crew = [r for r in runs if r.tool_calls and r.tool_calls[0].convention == "openinference"]
-    assert crew and all(not r.evaluation.context.measured for r in crew)  # CrewAI's set has no token counts at all
+    assert crew and all(r.evaluation.context is None for r in crew)  # CrewAI's set has no model-call spans at all
 
 
 def test_the_real_agno_run_matches_the_hand_worked_example():

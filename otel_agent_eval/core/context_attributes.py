@@ -4,7 +4,8 @@ A tool span ends before the model calls that pay for its result, and the process
 context cost is known only when its run is evaluated (the root span ends). So it goes where the run is:
 
 * the root's copy carries the run's split (`agent_eval.run.input_tokens`, `agent_eval.run.context_tokens`,
-  `agent_eval.run.unattributed_input_tokens` and their USD), or `agent_eval.run.context_measured` false;
+  `agent_eval.run.unattributed_input_tokens` and their USD), or `agent_eval.run.context_measured` false when its
+  model calls have no token counts (nothing when it made no model call);
 * one `gen_ai.evaluation.result` event `agent_eval.true_cost` per tool call whose result the later model calls paid
   for (the `MAX_CALL_EVALUATIONS` costliest), on the root, naming the call (`gen_ai.tool.name`,
   `agent_eval.tool_call.span_id`): its score is the call's true cost in USD;
@@ -71,21 +72,22 @@ def context_evaluations(run: Any) -> list[dict[str, Any]]:
     if len(paid) > MAX_CALL_EVALUATIONS:
         paid = sorted(sorted(paid, key=lambda i: -context.calls[i].tokens)[:MAX_CALL_EVALUATIONS])
     out = []
+    calls, scores = run.tool_calls, run.scores
     for i in paid:
-        record, cost = run.tool_calls[i], context.calls[i]
-        price = run.scores[i].static.cost_usd if i < len(run.scores) else 0.0
-        added = (f"Its result added {cost.share:,} input tokens to each of {cost.held_by:,} later model call"
-                 f"{'s' if cost.held_by != 1 else ''}{' on ' + cost.model if cost.model else ''}: {cost.tokens:,} tokens")
-        attrs: dict[str, Any] = {c.GEN_AI_EVALUATION_NAME: TRUE_COST_EVALUATION}
+        record, cost = calls[i], context.calls[i]
+        price = scores[i].static.cost_usd if i < len(scores) else 0.0
+        added = (f"Its result added {cost.share:,} input tokens to each of {cost.held_by:,} later model calls"
+                 f"{' on ' + cost.model if cost.model else ''}: {cost.tokens:,} tokens")
         if cost.usd is None:  # no score: a count of tokens is no price
-            attrs[c.GEN_AI_EVALUATION_SCORE_LABEL] = "unpriced"
-            attrs[c.GEN_AI_EVALUATION_EXPLANATION] = f"{added}, at no known price."
-        else:
-            attrs[c.GEN_AI_EVALUATION_SCORE_VALUE] = price + cost.usd
-            attrs[c.GEN_AI_EVALUATION_SCORE_LABEL] = "measured"
-            attrs[c.GEN_AI_EVALUATION_EXPLANATION] = (f"{added}, ${cost.usd:.6g}; true cost ${price + cost.usd:.6g} = catalog "
-                                                      f"price ${price:.6g} + that.")
-        attrs |= {c.GEN_AI_TOOL_NAME: record.name, TOOL_CALL_SPAN_ID: f"{record.span_id:016x}",
-                  **call_context_attributes(price, cost)}
-        out.append(attrs)
+            out.append({c.GEN_AI_EVALUATION_NAME: TRUE_COST_EVALUATION, c.GEN_AI_EVALUATION_SCORE_LABEL: "unpriced",
+                        c.GEN_AI_EVALUATION_EXPLANATION: f"{added}, at no known price.", c.GEN_AI_TOOL_NAME: record.name,
+                        TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: cost.tokens})
+            continue
+        true_cost = price + cost.usd
+        out.append({c.GEN_AI_EVALUATION_NAME: TRUE_COST_EVALUATION, c.GEN_AI_EVALUATION_SCORE_VALUE: true_cost,
+                    c.GEN_AI_EVALUATION_SCORE_LABEL: "measured",
+                    c.GEN_AI_EVALUATION_EXPLANATION: f"{added}, ${cost.usd:.6g}; true cost ${true_cost:.6g} = catalog price "
+                                                     f"${price:.6g} + that.",
+                    c.GEN_AI_TOOL_NAME: record.name, TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: cost.tokens,
+                    CONTEXT_COST_USD: cost.usd, TRUE_COST_USD: true_cost})
     return out

@@ -123,28 +123,34 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
                  rates: Callable[[Any], Rates | None]) -> ContextCost:
     """The context cost of a run's tool calls (`LLMCall`s and `ToolCallRecord`s of one conversation, any order);
     `rates(call)` prices a model call's input tokens (None: unpriced)."""
-    if not any(call.input_tokens > 0 for call in llm_calls):
+    for call in llm_calls:
+        if call.input_tokens > 0:
+            break
+    else:  # no model call reports input tokens (or none at all)
         return unmeasured(len(tool_calls), len(llm_calls))
-    tools = sorted(range(len(tool_calls)), key=lambda i: (_start(tool_calls[i]) is None, _start(tool_calls[i]) or 0, i))
+    tool_start = [_start(record) for record in tool_calls]  # None: no time, fed no call
+    tools = sorted(range(len(tool_calls)), key=lambda i: _LAST if tool_start[i] is None else tool_start[i])  # stable: ties in order
+    llm_start = [call.start_ns if type(call.start_ns) is int else _LAST for call in llm_calls]
+    order = sorted(range(len(llm_calls)), key=llm_start.__getitem__)
     inside = _inside_tools(tool_calls, tools)
-    order = sorted(range(len(llm_calls)), key=lambda i: (llm_calls[i].start_ns is None, llm_calls[i].start_ns or 0, i))
-    chain, inner, without_usage = [], 0, 0
+    chain, starts, inner, without_usage = [], [], 0, 0
     for i in order:
         call = llm_calls[i]
-        if inside(call.start_ns):
+        if inside is not None and inside(llm_start[i]):
             inner += 1
         elif call.input_tokens <= 0:
             without_usage += 1
         else:
             chain.append(call)
-    starts = [call.start_ns if type(call.start_ns) is int else _LAST for call in chain]
+            starts.append(llm_start[i])
     fed: list[list[int]] = [[] for _ in chain]  # per chained call: the tool calls whose results it got first
+    n_chain = len(chain)
     for t in tools:
-        start = _start(tool_calls[t])
+        start = tool_start[t]
         if start is None:
-            continue
+            break  # the rest have no time either (sorted last)
         at = bisect.bisect_left(starts, start)  # the first call starting at or after the tool (a tie: times cut to ms)
-        if at < len(chain):
+        if at < n_chain:
             fed[at].append(t)
 
     shares = [0] * len(tool_calls)
@@ -171,7 +177,7 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
             old = previous.input_tokens
         feeders = fed[k]
         if feeders and added and old:  # tools that fed the first call or a shrunk one add nothing measurable
-            parts = split(added, [result_size(tool_calls[t]) for t in feeders])
+            parts = [added] if len(feeders) == 1 else split(added, [result_size(tool_calls[t]) for t in feeders])
             for t, part in zip(feeders, parts):
                 shares[t], first[t] = part, k
                 active.append(t)
@@ -221,12 +227,13 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
         any_priced = priced_sum[end + 1] - priced_sum[k] > 0
         attributed += tokens
         attributed_usd += usd
-        out[t] = ToolContext(tokens, usd if any_priced or not share else None, share, held_by, chain[k].model)
+        out[t] = _new_tuple(ToolContext, (tokens, usd if any_priced or not share else None, share, held_by, chain[k].model))
     return ContextCost(True, input_tokens, attributed, unattributed, input_usd, attributed_usd, unattributed_usd,
                        tuple(out), without_usage, inner, shrinks, unpriced)
 
 
 _LAST = 1 << 62  # a model call without a start time sorts after every other
+_new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__ (all fields given)
 
 
 def _start(record: Any) -> int | None:
@@ -237,12 +244,13 @@ def _start(record: Any) -> int | None:
     return end if type(end) is int else None
 
 
-def _inside_tools(tool_calls: Sequence[Any], order: list[int]) -> Callable[[Any], bool]:
-    """Whether a time falls strictly inside one of the tool calls (a model call the tool made itself)."""
+def _inside_tools(tool_calls: Sequence[Any], order: list[int]) -> Callable[[Any], bool] | None:
+    """Whether a time falls strictly inside one of the tool calls (a model call the tool made itself); None: no tool
+    call has both times."""
     spans = [(tool_calls[t].start_ns, tool_calls[t].end_ns) for t in order
              if type(tool_calls[t].start_ns) is int and type(tool_calls[t].end_ns) is int]
     if not spans:
-        return lambda start: False
+        return None
     starts = [s for s, _ in spans]
     reach, furthest = [], -1  # the latest end among the tools started so far
     for _, end in spans:

@@ -101,8 +101,8 @@ class RunEvaluator:
 
     def context_cost(self, run: AgentRun) -> ContextCost:
         """What each tool call's result cost the run's later model calls (core/context_cost.py), priced as the
-        run's LLM cost is."""
-        return context_cost(run.llm_calls, run.tool_calls, self._input_rates)
+        run's LLM cost is; None for a run without model calls (nothing to measure, and nothing added to its root)."""
+        return context_cost(run.llm_calls, run.tool_calls, self._input_rates) if run.llm_calls else None
 
     def _input_rates(self, call: Any) -> Rates | None:
         return input_rates(call, self._catalog_price, self._pricer.table)
