@@ -148,3 +148,62 @@ def test_a_result_is_measured_not_exported_and_redaction_covers_the_evaluations(
     text = json.dumps([dict(s.attributes) for s in forwarded] + [dict(e.attributes) for e in root.events], default=str)
     assert "rrrr" not in text  # the result's text is neither in the evaluation nor (tool I/O dropped) on the span
     assert secret not in text
+
+
+def test_a_nested_agent_is_a_conversation_of_its_own():
+    """An outer agent delegates through a tool whose span holds an inner agent: the inner agent's model calls are its
+    run's chain (its own search result charged there), the outer chain sees the delegate tool's result only. Live (the
+    processor, with its start hints) and as the exporter sees the ended spans alone."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor as Simple
+    from opentelemetry.trace import set_span_in_context as inside
+
+    exporter, live_runs = InMemorySpanExporter(), []
+    processor = AgentEvalSpanProcessor(registry=None, on_run=live_runs.append, background=False)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    provider.add_span_processor(Simple(exporter))
+    tracer = provider.get_tracer("nested")
+    ms, t0 = 1_000_000, 1_770_000_000_000_000_000
+
+    def span(name: str, parent: Any, start: float, end: float, **attributes: Any) -> Any:
+        s = tracer.start_span(name, context=inside(parent) if parent is not None else None, start_time=t0 + int(start * ms),
+                              attributes=attributes)
+        if end:
+            s.end(end_time=t0 + int(end * ms))
+        return s
+
+    def chat(parent: Any, start: float, tokens_in: int, tokens_out: int) -> None:
+        span("chat", parent, start, start + 50, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "claude-haiku-4-5",
+                                                   "gen_ai.usage.input_tokens": tokens_in,
+                                                   "gen_ai.usage.output_tokens": tokens_out})
+
+    def agent(name: str, parent: Any, start: float) -> Any:
+        return span(f"invoke_agent {name}", parent, start, 0, **{"gen_ai.operation.name": "invoke_agent",
+                                                                 "gen_ai.agent.name": name})
+
+    def tool(name: str, parent: Any, start: float, end: float, result: str) -> Any:
+        return span(f"execute_tool {name}", parent, start, end, **{
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.result": result})
+
+    outer = agent("planner", None, 0)
+    chat(outer, 1, 2000, 40)
+    delegate = tool("delegate", outer, 100, 0, "the researcher's summary")
+    inner = agent("researcher", delegate, 101)
+    chat(inner, 102, 300, 20)  # small: a conversation of its own, no shrink of the planner's
+    tool("search", inner, 160, 170, "r" * 2000)
+    chat(inner, 180, 820, 30)  # 820 - 320 = 500 added by search
+    inner.end(end_time=t0 + 240 * ms)
+    delegate.end(end_time=t0 + 250 * ms)
+    chat(outer, 260, 2100, 30)  # 2100 - 2040 = 60 added by delegate
+    outer.end(end_time=t0 + 400 * ms)
+    provider.shutdown()
+
+    exported_runs: list[Any] = []
+    pipeline = Pipeline(load_catalog(), on_run=exported_runs.append, sees_starts=False)
+    for s in exporter.get_finished_spans():
+        pipeline.ended(s)
+    for runs in (live_runs, exported_runs):
+        by_agent = {r.agent: r.evaluation.context for r in runs}
+        assert by_agent["researcher"].shrinks == 0 and [t.tokens for t in by_agent["researcher"].calls] == [500]
+        assert by_agent["planner"].shrinks == 0 and [t.tokens for t in by_agent["planner"].calls] == [60]
+        assert by_agent["planner"].input_tokens == 2000 + 2100
