@@ -394,3 +394,21 @@ def test_runs_recorded_from_real_frameworks_are_conserved_exactly(recording):
         assert round(cost.attributed_usd + cost.unattributed_usd, 2) == round(cost.input_usd, 2)
         # every call reports the same 50 input tokens: no context grew, so no result is charged (and none shrank)
         assert cost.attributed_tokens == 0 and cost.shrinks == 0 and all(t.tokens == 0 for t in cost.calls)
+
+
+def test_a_price_that_breaks_leaves_the_run_evaluated_without_its_context_cost(caplog):
+    from otel_agent_eval.config.catalog import load_catalog
+    from otel_agent_eval.core.pipeline import Pipeline
+    from true_cost_traces import record_runs
+
+    runs: list[Any] = []
+    pipeline = Pipeline(load_catalog(), on_run=runs.append)
+
+    def broken(call: Any) -> Any:
+        raise ZeroDivisionError("a price table gone wrong")
+
+    pipeline.state.evaluator._input_rates = broken
+    for span in record_runs([[("search", 300)], [("search", 10)]]):
+        pipeline.ended(span)
+    assert [r.evaluation.context for r in runs] == [None, None] and all(r.evaluation.health > 0 for r in runs)
+    assert sum("could not be measured" in m for m in caplog.messages) == 1

@@ -74,6 +74,7 @@ class RunEvaluator:
         self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
         self._pricer = LLMPricer(catalog.models)
         self._model_prices: dict[str | None, Any] = {}  # model -> its catalog price or None: found once per catalog
+        self._context_failed = False  # the context cost raised once (logged once; the runs are evaluated without it)
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
@@ -102,7 +103,16 @@ class RunEvaluator:
     def context_cost(self, run: AgentRun) -> ContextCost:
         """What each tool call's result cost the run's later model calls (core/context_cost.py), priced as the
         run's LLM cost is; None for a run without model calls (nothing to measure, and nothing added to its root)."""
-        return context_cost(run.llm_calls, run.tool_calls, self._input_rates) if run.llm_calls else None
+        if not run.llm_calls:
+            return None
+        try:
+            return context_cost(run.llm_calls, run.tool_calls, self._input_rates)
+        except Exception as exc:  # noqa: BLE001 - the run's evaluation stands without it
+            if not self._context_failed:
+                self._context_failed = True
+                logger.warning("otel-agent-eval: the context cost of a run could not be measured (%s: %s); its runs are "
+                               "evaluated without it (logged once)", type(exc).__name__, exc)
+            return None
 
     def _input_rates(self, call: Any) -> Rates | None:
         return input_rates(call, self._catalog_price, self._pricer.table)
