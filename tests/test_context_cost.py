@@ -412,3 +412,33 @@ def test_a_price_that_breaks_leaves_the_run_evaluated_without_its_context_cost(c
         pipeline.ended(span)
     assert [r.evaluation.context for r in runs] == [None, None] and all(r.evaluation.health > 0 for r in runs)
     assert sum("could not be measured" in m for m in caplog.messages) == 1
+
+
+@pytest.mark.parametrize("source", ["pydantic_ai_spans", "openai_agents_openinference_spans",
+                                    "openai_agents_openllmetry_spans", "langchain_openinference_spans",
+                                    "smolagents_spans", "llama_index_spans"])
+def test_runs_of_real_frameworks_driven_offline_are_conserved_exactly(source):
+    """The support run of each framework the tests drive live with its own offline test model (instrumented.py):
+    every run with token counts conserves its input tokens and cost."""
+    import instrumented
+    import instrumented_openinference
+
+    from otel_agent_eval.config.catalog import load_catalog
+    from otel_agent_eval.core.pipeline import Pipeline
+
+    spans = getattr(instrumented if hasattr(instrumented, source) else instrumented_openinference, source)()
+    runs: list[Any] = []
+    pipeline = Pipeline(load_catalog(), on_run=runs.append, sees_starts=False)
+    for span in spans:
+        pipeline.ended(span)
+    pipeline.close_all()
+    measured = [r.evaluation.context for r in runs if r.evaluation.context is not None and r.evaluation.context.measured]
+    assert measured, [(r.agent, len(r.llm_calls)) for r in runs]
+    for run in runs:
+        cost = run.evaluation.context
+        if cost is None:
+            continue
+        assert cost.input_tokens == sum(c.input_tokens for c in run.llm_calls)
+        assert cost.attributed_tokens + cost.unattributed_tokens == cost.input_tokens
+        assert sum(t.tokens or 0 for t in cost.calls) == cost.attributed_tokens
+        assert round(cost.attributed_usd + cost.unattributed_usd, 2) == round(cost.input_usd, 2)
