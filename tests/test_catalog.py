@@ -76,7 +76,7 @@ BROKEN = [
     (f"tools:\n  search: {TOOL}\ncolour: red\n",
      "bad.yaml:3: colour: unknown key; expected one of: version, default_profile, default_environment, tools, profiles, thresholds, tasks, models, attribute_mapping"),
     ("tools:\n  search:\n    cost_usd: 1\n    latency_ms: 1\n    capabilities: [x]\n    complexity: simple\n    speed: fast\n",
-     "bad.yaml:7: tools.search.speed: unknown key; expected one of: description, cost_usd, latency_ms, latency_slo_ms, capabilities, complexity, aliases, parameters"),
+     "bad.yaml:7: tools.search.speed: unknown key; expected one of: description, cost_usd, context_usd, latency_ms, latency_slo_ms, capabilities, complexity, aliases, parameters"),
     ("tools:\n  search: {latency_ms: 1, capabilities: [x], complexity: simple}\n",
      "bad.yaml:2: tools.search: 'cost_usd' is required"),
     ("tools:\n  search: {cost_usd: 0, latency_ms: 1, capabilities: [x], complexity: hard}\n",

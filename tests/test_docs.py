@@ -31,6 +31,9 @@ MARKER = re.compile(r"^<!-- docs-test: (?P<kind>\S+) -->$")
 FENCE = re.compile(r"^(?P<fence>```+)(?P<lang>\S*)")
 LANGUAGES = {"python": {"python"}, "pytest": {"python"}, "catalog": {"yaml"}, "console": {"console", "bash"}}
 TIMEOUT_S = 300
+# Real traces others recorded (../shared/real-traces/SOURCES.md): docs/first-catalog.md's walkthrough of measured costs
+# scores the Vercel AI SDK set, linked (never copied) into each block's directory as `vercel-traces/`
+REAL_TRACES = next((p / "shared" / "real-traces" for p in ROOT.parents if (p / "shared" / "real-traces").is_dir()), None)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ def run_in(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
 def test_marked_block_runs(block: Block, tmp_path: Path):
     shutil.copy(ROOT / "examples" / "catalog.yaml", tmp_path / "catalog.yaml")
+    if REAL_TRACES is not None:
+        (tmp_path / "vercel-traces").symlink_to(REAL_TRACES / "sideseat-vercel-ai")
     if block.kind == "python":
         (tmp_path / "block.py").write_text(block.code)
         results = [run_in(tmp_path, [sys.executable, "block.py"])]

@@ -23,7 +23,7 @@ from test_serve_node import CATALOG, DEADLINE_S, NODE_DIR, SETUP, clean_env, nod
 from otel_agent_eval.offline.score import score_traces
 
 AGENT = NODE_DIR / "vercel_agent.mjs"
-INPUT_TOKENS, OUTPUT_TOKENS = 50, 10  # per model call, as the script's mock model reports
+INPUT_TOKENS, OUTPUT_TOKENS, STEP_TOKENS = 50, 10, 30  # as the script's mock model reports: step n has 50 + (n - 1) x 30 in
 
 
 def node_with_ai() -> str:
@@ -65,8 +65,18 @@ def test_a_vercel_ai_tool_loop_is_scored_by_serve_and_by_score(tmp_path: Path) -
     assert [call.name for call in named.tool_calls] == ["local_index", "web_search"]
     # three model calls, each counted once at `ai.generateText.doGenerate`: the root's summed `ai.usage.*` is no other call
     assert [(c.model, c.input_tokens, c.output_tokens) for c in named.llm_calls] == [
-        ("gpt-4.1-mini", INPUT_TOKENS, OUTPUT_TOKENS)] * 3
+        ("gpt-4.1-mini", INPUT_TOKENS + n * STEP_TOKENS, OUTPUT_TOKENS) for n in range(3)]
     assert named.evaluation is not None and not named.evaluation.completed  # the failed web_search was not recovered
+    # what each result cost the later model calls (docs/true-cost.md): 80 - (50 + 10) = 20 added by local_index, held
+    # by the 2nd and 3rd calls; 110 - (80 + 10) = 20 by web_search's error text, held by the 3rd; conserved exactly
+    context = named.evaluation.context
+    assert [(t.share, t.held_by, t.tokens) for t in context.calls] == [(20, 2, 40), (20, 1, 20)]
+    assert context.input_tokens == 50 + 80 + 110 == context.attributed_tokens + context.unattributed_tokens
+    assert round(context.attributed_usd + context.unattributed_usd, 2) == round(context.input_usd, 2)
+    for run in runs:
+        if run.evaluation.context is not None:
+            cost = run.evaluation.context
+            assert cost.attributed_tokens + cost.unattributed_tokens == cost.input_tokens
 
 
 def _samples(exposition: str, name: str):

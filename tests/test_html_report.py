@@ -36,7 +36,8 @@ CHROMIUM_HINT = ("tests/test_html_report.py needs Debian's chromium on PATH (as 
 HOSTILE_AGENT = "<script>alert(1)</script>"
 HOSTILE_TOOL = '"><img src=x onerror=alert(2)>'
 CHARTS = {"efficiency-chart": "Efficiency distribution", "health-chart": "Run health distribution",
-          "waste-chart": "Money wasted by tool → optimal tool", "latency-chart": "Latency percentiles per tool against the SLO"}
+          "waste-chart": "Money wasted by tool → optimal tool", "latency-chart": "Latency percentiles per tool against the SLO",
+          "context-chart": "Where the runs' input tokens came from"}
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +171,8 @@ def test_score_html_draws_the_reports_numbers_in_chromium(app, chromium, tmp_pat
         assert page.inside(f"{chart_id}-title") == title
         assert page.inside(f"{chart_id}-desc")
     for label in ("Per-call efficiency (0–1)", "Tool calls", "Run health (0–100)", "Agent runs",
-                  "Money wasted (USD over the optimal tool's price)", "Call duration (log scale)"):
+                  "Money wasted (USD over the optimal tool's price)", "Call duration (log scale)",
+                  "Input tokens of the runs' model calls"):
         assert label in page.text
 
     # efficiency: one bar per bin, its counts the report's, all calls in it

@@ -198,6 +198,9 @@ CATALOG_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "description": {"type": "string"},
                     "cost_usd": {**_NUMBER, "description": "Cost of one call in USD."},
+                    "context_usd": {**_NUMBER, "description": "Measured: what one call's result costs the later "
+                                         "model calls of its run as input tokens, in USD (docs/true-cost.md); "
+                                         "ranks tools by their true cost, cost_usd + context_usd."},
                     "latency_ms": {**_NUMBER, "description": "Expected latency of one call."},
                     "latency_slo_ms": {"type": "number", "exclusiveMinimum": 0},
                     "capabilities": {**_NAMES, "minItems": 1},
@@ -293,6 +296,12 @@ class Tool:
     parameters: Mapping[str, Any] | None = None
     latency_slo_ms: float | None = None
     description: str = ""
+    context_usd: float = 0.0  # measured: what a call's result costs the run's later model calls (docs/true-cost.md)
+
+    @property
+    def true_cost_usd(self) -> float:
+        """What one call really costs: its price plus what its result costs the later model calls, as measured."""
+        return self.cost_usd + self.context_usd
 
 
 @dataclass(frozen=True)
@@ -988,6 +997,9 @@ def tool_entry_ok(entry: Any) -> bool:
     slo = entry.get("latency_slo_ms", 1)
     if not (number(slo) and not slo <= 0):
         return False
+    context = entry.get("context_usd", 0)
+    if not (number(context) and not context < 0):
+        return False
     if not (names(entry["capabilities"]) and entry["capabilities"]) or not names(entry.get("aliases", [])):
         return False
     return (type(entry["complexity"]) is str and entry["complexity"] in COMPLEXITY_TIERS
@@ -1192,6 +1204,7 @@ def _build(data: dict[str, Any], source: str) -> Catalog:
             parameters=spec.get("parameters"),
             latency_slo_ms=spec.get("latency_slo_ms"),
             description=spec.get("description", ""),
+            context_usd=float(spec.get("context_usd", 0.0)),
         )
     for tool in tools.values():
         for alias in tool.aliases:

@@ -65,11 +65,11 @@ def best_tool(candidates: Iterable[Tool], profile: Profile) -> Tool | None:
     tools = list(candidates)
     if not tools:
         return None
-    max_cost = max(t.cost_usd for t in tools) or 1.0
+    max_cost = max(t.true_cost_usd for t in tools) or 1.0
     max_latency = max(t.latency_ms for t in tools) or 1.0
 
     def burden(t: Tool) -> tuple[float, int, str]:
-        weighted = profile.cost_weight * t.cost_usd / max_cost + profile.latency_weight * t.latency_ms / max_latency
+        weighted = profile.cost_weight * t.true_cost_usd / max_cost + profile.latency_weight * t.latency_ms / max_latency
         return (round(weighted, 12), _TIER.get(t.complexity, len(_TIER)), t.name)
 
     return min(tools, key=burden)

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import conventions as c
+from .context_attributes import RUN_CONTEXT_ATTRIBUTES, TRUE_COST_EVALUATION, context_evaluations, run_context_attributes
 from .recognize import attribute_dict, span_events
 from .redact import MASK, Redactor
 from .runs import AgentRun
@@ -182,8 +183,9 @@ _RUN_KEYS = {name: RUN + name for name in (
     "llm_priced_by")}
 _RUN_OPTIONAL = tuple((name, RUN + name) for name in ("duration_s", "tool_correctness", "tool_accuracy", "argument_validity",
                                                       "call_precision"))
-RUN_ATTRIBUTES = frozenset((*_RUN_KEYS.values(), *(key for _, key in _RUN_OPTIONAL)))
-TOOL_EVALUATIONS, RUN_EVALUATIONS = frozenset((EVALUATION_NAME,)), frozenset((TASK_COMPLETION, RUN_HEALTH, TOOL_CORRECTNESS))
+RUN_ATTRIBUTES = frozenset((*_RUN_KEYS.values(), *(key for _, key in _RUN_OPTIONAL), *RUN_CONTEXT_ATTRIBUTES))
+TOOL_EVALUATIONS = frozenset((EVALUATION_NAME,))
+RUN_EVALUATIONS = frozenset((TASK_COMPLETION, RUN_HEALTH, TOOL_CORRECTNESS, TRUE_COST_EVALUATION))
 
 
 def without_previous(attrs: Mapping[str, Any], events: tuple[Event, ...], names: frozenset[str],
@@ -229,6 +231,7 @@ def enrich_run(span: ReadableSpan, run: AgentRun, health_pass: float, redactor: 
         attrs[k["loops"]] = len(e.loops)
     if e.arguments_not_captured:  # unknown, so left out of argument validity
         attrs[k["arguments_not_captured"]] = len(e.arguments_not_captured)
+    attrs.update(run_context_attributes(e.context))  # its input tokens and cost: what tool results caused, the rest
     end = span.end_time
     events = ([Event(c.GEN_AI_EVALUATION_RESULT, a, end) for a in run_evaluations(run, health_pass, redactor)]
               if span_events else [])
@@ -324,6 +327,7 @@ def _run_evaluations(run: AgentRun, health_pass: float) -> list[dict[str, Any]]:
     if e.tool_correctness is not None:
         out.append(_evaluation(TOOL_CORRECTNESS, e.tool_correctness, e.tool_correctness >= TOOL_CORRECTNESS_PASS,
                                f"Expected tools called: {e.tool_correctness:.2f}."))
+    out += context_evaluations(run)  # a true cost per tool call whose result later model calls paid for
     return out
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..config.catalog import Catalog, TaskRoute, Tool
+from .context_cost import ContextCost, Rates, context_cost, input_rates
 from .correctness import tool_correctness_score
 from .prices import CATALOG, UNPRICED, LLMPricer, catalog_cost, price_of
 from .runs import AgentRun, RunEvaluation
@@ -73,6 +74,7 @@ class RunEvaluator:
         self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
         self._pricer = LLMPricer(catalog.models)
         self._model_prices: dict[str | None, Any] = {}  # model -> its catalog price or None: found once per catalog
+        self._context_failed = False  # the context cost raised once (logged once; the runs are evaluated without it)
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
         ignore = self.catalog.ignore_tools
@@ -95,8 +97,36 @@ class RunEvaluator:
         return RunEvaluation(  # positional, in field order: keywords cost a third more, once per run
             completed, why, accuracy, validity, shape.order, precision, invalid, spurious, redundant,
             bool(route and route.max_calls and len(calls) > route.max_calls), shape.correctness, tool_cost, llm_cost,
-            unpriced, duration, hallucination_free, health, not_captured, loops, sources,
+            unpriced, duration, hallucination_free, health, not_captured, loops, sources, self.context_cost(run),
         )
+
+    def context_cost(self, run: AgentRun) -> ContextCost:
+        """What each tool call's result cost the run's later model calls (core/context_cost.py), priced as the
+        run's LLM cost is; None for a run without model calls (nothing to measure, and nothing added to its root)."""
+        if not run.llm_calls:
+            return None
+        try:
+            return context_cost(run.llm_calls, run.tool_calls, self._input_rates)
+        except Exception as exc:  # noqa: BLE001 - the run's evaluation stands without it
+            if not self._context_failed:
+                self._context_failed = True
+                logger.warning("otel-agent-eval: the context cost of a run could not be measured (%s: %s); its runs are "
+                               "evaluated without it (logged once)", type(exc).__name__, exc)
+            return None
+
+    def _input_rates(self, call: Any) -> Rates | None:
+        return input_rates(call, self._catalog_price, self._pricer.table)
+
+    def _catalog_price(self, model: str | None) -> Any:
+        """The catalog's price of a model, or None; price_of scans the catalog's models for a dated snapshot:
+        once per model."""
+        prices = self._model_prices
+        found = prices.get(model, _NOT_LOOKED_UP)
+        if found is _NOT_LOOKED_UP:
+            if len(prices) >= _CACHE_LIMIT:
+                prices.clear()
+            found = prices[model] = price_of(self.catalog.models, model)
+        return found
 
     def _shape(self, names: tuple[str, ...], route: TaskRoute | None, scores: list[Any]) -> _Shape:
         """What a run's evaluation takes from its tool names alone: runs of one agent repeat the
@@ -232,14 +262,9 @@ class RunEvaluator:
     def _llm_cost(self, run: AgentRun) -> tuple[float, tuple[str, ...], tuple[str, ...]]:
         """(USD, models of the calls no source prices, where each call's price came from)."""
         total, unpriced, sources = 0.0, [], []
-        price, prices = self._pricer.price, self._model_prices
+        price, catalog_price = self._pricer.price, self._catalog_price
         for call in run.llm_calls:
-            model = call.model
-            found = prices.get(model, _NOT_LOOKED_UP)
-            if found is _NOT_LOOKED_UP:  # price_of scans the catalog's models for a dated snapshot: once per model
-                if len(prices) >= _CACHE_LIMIT:
-                    prices.clear()
-                found = prices[model] = price_of(self.catalog.models, model)
+            found = catalog_price(call.model)
             if found is not None:  # as LLMPricer.price prices it, without the look-up
                 usd, source = catalog_cost(found, call.input_tokens, call.cached_input_tokens, call.output_tokens), CATALOG
             else:

@@ -34,6 +34,7 @@ from .recognize import MAX_DURATION_NS, LLMCall, SpanFacts, ToolCallRecord, attr
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+    from .context_cost import ContextCost
     from .scoring import CallScore
 
 AGENT_RUN, TRACE_RUN = "agent", "trace"
@@ -62,6 +63,8 @@ class RunEvaluation:
     arguments_not_captured: tuple[str, ...] = ()  # calls whose spans carry no arguments: left out of argument validity
     loops: tuple[str, ...] = ()  # one tool name per loop: LOOP_CALLS+ consecutive calls of it with the same captured arguments
     llm_price_sources: tuple[str, ...] = ()  # per LLM call, where its price came from (core.prices.PRICE_SOURCES)
+    context: ContextCost | None = None  # what each tool call's result cost the later model calls (core.context_cost);
+    # None: the run made no model call
 
     @property
     def outcome(self) -> str:

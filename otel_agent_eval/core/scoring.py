@@ -211,7 +211,7 @@ class Scorer:
 
     def _against(self, route: TaskRoute | None, tool: Tool, optimal: Tool) -> StaticScore:
         profile = self.catalog.profile(route.profile) if route and route.profile else self.default_profile
-        cost = ratio_score(tool.cost_usd, optimal.cost_usd)
+        cost = ratio_score(tool.true_cost_usd, optimal.true_cost_usd)  # the price plus the measured context cost
         latency = ratio_score(tool.latency_ms, optimal.latency_ms)
         efficiency = weighted_score(cost, latency, profile.cost_weight, profile.latency_weight)
         fit = None
@@ -243,7 +243,7 @@ class Scorer:
             verdict=verdict,
             threshold=self.thresholds.fail,
             cost_usd=tool.cost_usd,
-            excess_cost_usd=max(0.0, tool.cost_usd - optimal.cost_usd),
+            excess_cost_usd=max(0.0, tool.true_cost_usd - optimal.true_cost_usd),
             expected_latency_s=tool.latency_ms / 1000,
             optimal_latency_s=optimal.latency_ms / 1000,
             latency_slo_s=tool.latency_slo_ms / 1000 if tool.latency_slo_ms else None,

@@ -19,7 +19,8 @@ def histogram_samples(buckets: tuple[float, ...]) -> int:
 
 
 # What one new label set costs, by where it appears.
-PAIR = 3 + len(n.QUANTILES) + 2  # per (tool, agent): cost, excess latency, SLO violations, the latency summary
+PAIR = 6 + len(n.QUANTILES) + 2  # per (tool, agent): cost, excess latency, SLO violations, context tokens, cost and calls,
+# the latency summary
 DURATION = histogram_samples(n.TOOL_DURATION.buckets)  # per (tool, error_type)
 EFFICIENCY = histogram_samples(n.TOOL_EFFICIENCY.buckets)  # per (tool, agent, profile, dimension)
 RUN = sum(histogram_samples(spec.buckets) for spec in n.RUN_HISTOGRAMS.values()) + 4  # per (agent, task): + outcomes, over budget

@@ -59,7 +59,7 @@ class _Series:
     """Accumulators for one (tool, agent) pair, and the label sets it exposes (charged to the budget)."""
 
     __slots__ = ("labels", "calls", "window", "excess_latency_s", "slo_violations", "exposed", "optimals", "dimensions",
-                 "other")
+                 "other", "context")
 
     def __init__(self, labels: tuple[str, str], window_s: float, *, other: bool = False) -> None:
         self.labels = labels  # (tool, agent) as exposed, after the cardinality caps
@@ -71,6 +71,7 @@ class _Series:
         self.optimals: set[str] = set()  # optimal_tool labels of the money-wasted counter
         self.dimensions: set[tuple[str, str]] = set()  # (profile, dimension) of the efficiency histogram
         self.other = other  # the (_other_, _other_) pair: always admitted
+        self.context = [0, 0.0, 0]  # what its calls' results cost later model calls: tokens, USD, calls measured
 
 
 class _RunSeries:
@@ -178,7 +179,8 @@ class EvalMetrics:
 
     def describe(self) -> Iterator[Metric]:
         """The families this collector exposes, empty: how a registry detects a second registration."""
-        specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
+        specs = (n.TOOL_CALLS, n.TOOL_COST, n.TOOL_EXCESS_COST, n.TOOL_CONTEXT_TOKENS, n.TOOL_CONTEXT_COST, n.TOOL_CONTEXT_CALLS,
+                 n.TOOL_EXCESS_LATENCY, n.TOOL_SLO_VIOLATIONS, n.TOOL_EFFICIENCY,
                  n.TOOL_DURATION, n.TOOL_LATENCY, n.RUNS, *n.RUN_HISTOGRAMS.values(), n.RUN_REDUNDANT, n.RUN_SPURIOUS,
                  n.RUN_OVER_BUDGET, n.RUN_LOOPS, n.LLM_CALLS, n.RUNS_CLOSED_EARLY, n.TOOL_EXPECTED_LATENCY, n.TOOL_LATENCY_SLO, n.TOOL_COST_PER_CALL,
                  n.EFFICIENCY_THRESHOLD, n.CATALOG_FALLBACK, n.CATALOG_UNKNOWN_TOOL_CALLS, n.CATALOG_UNPRICED_MODEL_CALLS)
@@ -316,8 +318,29 @@ class EvalMetrics:
                 price_sources[source] += 1
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
+            context = evaluation.context
+            if context is not None and context.measured and len(context.calls) == len(run.scores):
+                self._context_cost(run, context)
         if self.mirror is not None:
             self.mirror.record_run(run, key, redundant, spurious, loops, unpriced)
+
+    def _context_cost(self, run: Any, context: Any) -> None:
+        """Each call's context cost on the (tool, agent) series it was counted on (lock held), found by the call's key
+        as `record` remembered it; a call whose labels were folded is added to the `_other_` pair. Nothing new is
+        labelled: no budget is charged."""
+        known, series_of = self._known_calls, self._series
+        for record, score, cost in zip(run.tool_calls, run.scores, context.calls):
+            if cost.tokens is None:
+                continue
+            place = known.get((score.static, score.outcome, record.agent, score.tool_type, score.error_type))
+            series = place[0] if place is not None else series_of.get(_OTHER_PAIR)
+            if series is None:
+                continue
+            tally = series.context
+            tally[0] += cost.tokens
+            tally[2] += 1
+            if cost.usd is not None:
+                tally[1] += cost.usd
 
     def _place_run(self, agent: str | None, task: str) -> tuple[tuple[str, str], _RunSeries]:
         """The labels and series of a run with a new (agent, task) (lock held). Remembered only when found by the run's
@@ -461,8 +484,8 @@ class EvalMetrics:
     def families(self) -> Iterator[Metric]:
         """Every family as it stands now (what `collect` gives after its `before_collect`)."""
         with self._lock:
-            tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations)
-                     for s in self._series.values()]
+            tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations,
+                      tuple(s.context)) for s in self._series.values()]
             durations = [(labels, hist.copy()) for labels, hist in self._durations.items()]
             runs = [(key, series.copy()) for key, series in self._runs.items()]
             counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
@@ -490,7 +513,8 @@ class EvalMetrics:
         calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)
         excess_latency, slo, scores = family(n.TOOL_EXCESS_LATENCY), family(n.TOOL_SLO_VIOLATIONS), family(n.TOOL_EFFICIENCY)
         duration, latency = family(n.TOOL_DURATION), family(n.TOOL_LATENCY, window=self._window_s)
-        for (tool, agent), series_calls, snap, excess_latency_s, slo_violations in tools:
+        context_tokens, context_cost, context_calls = family(n.TOOL_CONTEXT_TOKENS), family(n.TOOL_CONTEXT_COST), family(n.TOOL_CONTEXT_CALLS)
+        for (tool, agent), series_calls, snap, excess_latency_s, slo_violations, context in tools:
             by_calls: Counter[tuple[str, ...]] = Counter()
             by_excess_cost: Counter[str] = Counter()
             score_counts: dict[tuple[str, str], list[int]] = {}
@@ -514,6 +538,9 @@ class EvalMetrics:
                 scores.add_counts([tool, agent, profile, dimension], n.SCORE_BUCKETS, counts, score_sums[(profile, dimension)])
             excess_latency.add_metric([tool, agent], excess_latency_s)
             slo.add_metric([tool, agent], slo_violations)
+            context_tokens.add_metric([tool, agent], context[0])
+            context_cost.add_metric([tool, agent], context[1])
+            context_calls.add_metric([tool, agent], context[2])
             labels = {n.TOOL: tool, n.AGENT: agent}
             for q, value in zip(n.QUANTILES, snap.quantiles):
                 latency.add_sample(n.TOOL_LATENCY.name, {**labels, "quantile": str(q)}, value)
@@ -521,7 +548,8 @@ class EvalMetrics:
             latency.add_sample(n.TOOL_LATENCY.name + "_sum", labels, snap.total_sum)
         for (tool, tool_type, error_type), hist in durations:
             duration.add_counts([tool, tool_type, error_type], hist.bounds, hist.counts, hist.sum, hist.exemplars)
-        yield from (calls, cost, excess_cost, excess_latency, slo, scores, duration, latency)
+        yield from (calls, cost, excess_cost, context_tokens, context_cost, context_calls, excess_latency, slo, scores, duration,
+                    latency)
 
     def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
         values = {**counters, "spans_scored": self.scored, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,

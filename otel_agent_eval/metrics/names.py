@@ -46,6 +46,19 @@ TOOL_COST = Spec("agent_eval_tool_cost_usd", "counter", "Catalog cost of the too
 TOOL_EXCESS_COST = Spec("agent_eval_tool_excess_cost_usd", "counter",
                         "Money wasted: cost of the calls minus the cost of the optimal tool, in USD.", (TOOL, AGENT, "optimal_tool"),
                         otel=("agent_eval.tool.excess_cost", "USD"))
+# What tool results cost the later model calls of their runs (core/context_cost.py, docs/true-cost.md): counted when
+# the run is evaluated, on the (tool, agent) series its calls were counted on.
+TOOL_CONTEXT_TOKENS = Spec("agent_eval_tool_context_tokens", "counter",
+                           "Input tokens tool results added to the later model calls of their runs (each result's share, times "
+                           "the calls that held it), counted when the run ends; calls in runs without token counts are left out.",
+                           (TOOL, AGENT), otel=("agent_eval.tool.context_tokens", "{token}"))
+TOOL_CONTEXT_COST = Spec("agent_eval_tool_context_cost_usd", "counter",
+                         "Cost of the input tokens tool results added to the later model calls of their runs, priced per model, "
+                         "in USD (a tool call's true cost is its catalog cost plus this).", (TOOL, AGENT),
+                         otel=("agent_eval.tool.context_cost", "USD"))
+TOOL_CONTEXT_CALLS = Spec("agent_eval_tool_context_calls", "counter",
+                          "Tool calls whose context cost was measured (in runs with token counts): the denominator of the "
+                          "context cost per call.", (TOOL, AGENT), otel=("agent_eval.tool.context_calls", "{call}"))
 TOOL_EXCESS_LATENCY = Spec("agent_eval_tool_excess_latency_seconds", "counter",
                            "Observed duration beyond the catalog's expected latency of the task's optimal tool (every call, the optimal tool's too).", (TOOL, AGENT),
                            otel=("agent_eval.tool.excess_latency", "s"))

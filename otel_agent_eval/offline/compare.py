@@ -20,6 +20,11 @@ level of each is Bonferroni-adjusted over every comparison tested (95 % family-w
 default), so a report of 30 metrics does not cry wolf once in every few comparisons of the
 same agent. A change is a regression when it is worse and its interval excludes zero.
 
+Per tool, one metric is tested too, with the group's: `true_cost_per_call_usd`, a tool's true cost
+per call (its catalog price plus what its results cost the later model calls of their runs,
+docs/true-cost.md), over the runs whose calls of it were measured and priced; the statistic is
+the ratio of sums (USD over calls), its runs resampled as for the group's metrics.
+
 A metric is tested only with enough runs on both sides: `MIN_RUNS` for means; for a
 quantile q, at least `MIN_TAIL_RUNS` runs beyond it (p95: 200 runs, p99: 1,000), as the
 bootstrap of a tail quantile from a few runs is too narrow to trust. Untested changes are
@@ -53,7 +58,7 @@ from .judging import OfflineJudging
 from .report import AgentGroups, GroupSummary, Report
 from .score import score_traces
 
-__all__ = ["MAX_RESAMPLES", "METRICS", "Change", "Comparison", "GroupComparison", "ToolComparison", "compare_traces"]
+__all__ = ["MAX_RESAMPLES", "METRICS", "TOOL_METRICS", "TRUE_COST", "Change", "Comparison", "GroupComparison", "ToolComparison", "compare_traces"]
 
 DEFAULT_RESAMPLES = 2_000
 MAX_RESAMPLES = 100_000  # ~75 s per group and side at 1,000 runs: beyond, a typo that would run for hours
@@ -75,6 +80,10 @@ METRICS: dict[str, tuple[str, bool]] = {
 }
 JUDGE_SCORE = "judge_score"  # compared only when both sides were judged
 _QUANTILES = {"p95_s": 0.95, "p99_s": 0.99}
+TRUE_COST = "true_cost_per_call_usd"
+TOOL_METRICS: dict[str, tuple[str, bool]] = {
+    TRUE_COST: ("a tool's true cost per call: its price plus what its results cost later model calls, USD", False),
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,7 @@ class Change:
     high: float | None
     confidence: float | None  # of this interval alone (Bonferroni-adjusted); None when not tested
     untested: str = ""  # why there is no interval
+    tool: str = ""  # a tool's metric (TOOL_METRICS): the tool
 
     @property
     def delta(self) -> float | None:
@@ -107,7 +117,7 @@ class Change:
         delta = self.delta
         if not delta:
             return False
-        return delta < 0 if METRICS[self.metric][1] else delta > 0
+        return delta < 0 if (METRICS.get(self.metric) or TOOL_METRICS[self.metric])[1] else delta > 0
 
     @property
     def regression(self) -> bool:
@@ -118,14 +128,14 @@ class Change:
         return self.beyond_noise and not self.worse
 
     def __str__(self) -> str:
-        text = f"{self.group}: {self.metric} {_number(self.base)} -> {_number(self.head)}"
+        text = f"{self.group}{' ' + self.tool if self.tool else ''}: {self.metric} {_number(self.base)} -> {_number(self.head)}"
         if self.delta is not None:
             text += f" ({self.delta:+.4g}"
             text += f", interval {self.low:+.4g} to {self.high:+.4g})" if self.tested else f"; {self.untested})"
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "base": self.base, "head": self.head, "delta": self.delta, "low": self.low,
+        return {"metric": self.metric, **({"tool": self.tool} if self.tool else {}), "base": self.base, "head": self.head, "delta": self.delta, "low": self.low,
                 "high": self.high, "confidence": self.confidence, "tested": self.tested, "untested": self.untested or None,
                 "beyond_noise": self.beyond_noise, "regression": self.regression, "improvement": self.improvement}
 
@@ -160,6 +170,7 @@ class GroupComparison:
     head_runs: int
     changes: tuple[Change, ...]
     tools: tuple[ToolComparison, ...]
+    tool_changes: tuple[Change, ...] = ()  # per tool: its true cost per call (TOOL_METRICS)
 
     @property
     def name(self) -> str:
@@ -184,7 +195,7 @@ class Comparison:
 
     @property
     def changes(self) -> list[Change]:
-        return [c for g in self.groups for c in g.changes]
+        return [c for g in self.groups for c in (*g.changes, *g.tool_changes)]
 
     @property
     def regressions(self) -> list[Change]:
@@ -215,6 +226,7 @@ class Comparison:
             "regressions": [{"group": c.group, **c.to_dict()} for c in self.regressions],
             "groups": [{"agent": g.agent, "task": g.task, "base_runs": g.base_runs, "head_runs": g.head_runs,
                         "changes": {c.metric: c.to_dict() for c in g.changes},
+                        "tool_changes": [c.to_dict() for c in g.tool_changes],
                         "tools": [dict(vars(t)) for t in g.tools]} for g in self.groups],
             **({"judge": {"base": self.base.judge.to_dict(), "head": self.head.judge.to_dict()}}
                if self.base.judge is not None and self.head.judge is not None else {}),
@@ -283,7 +295,7 @@ class _Group:
     """One agent/task group's runs on one side: exact sums, and a reservoir sample for the bootstrap."""
 
     __slots__ = ("runs", "calls", "efficiency", "wasted", "cost", "completed", "durations_seen",
-                 "sample", "durations", "judged", "judge_sum", "judge_scores", "_rng")
+                 "sample", "durations", "judged", "judge_sum", "judge_scores", "_rng", "tools")
 
     def __init__(self, rng: random.Random) -> None:
         self.runs = self.calls = self.completed = self.durations_seen = self.judged = 0
@@ -292,6 +304,18 @@ class _Group:
         self.durations: list[float] = []
         self.judge_scores: list[float] = []  # of the judged runs (--judge), a reservoir sample too
         self._rng = rng
+        self.tools: dict[str, _ToolRuns] = {}  # by tool: its calls' true cost per run, where measured and priced
+
+    def add_tool(self, tool: str, calls: int, true_cost: float) -> None:
+        runs = self.tools.get(tool)
+        if runs is None:
+            if len(self.tools) >= MAX_TOOLS_PER_GROUP:
+                return
+            runs = self.tools[tool] = _ToolRuns()
+        runs.runs += 1
+        runs.calls += calls
+        runs.usd += true_cost
+        _reservoir(runs.sample, (calls, true_cost), runs.runs, self._rng)
 
     def add(self, calls: int, efficiency: float, wasted: float, cost: float, completed: int, duration: float | None) -> None:
         self.runs += 1
@@ -304,6 +328,20 @@ class _Group:
         if duration is not None:
             self.durations_seen += 1
             _reservoir(self.durations, duration, self.durations_seen, self._rng)
+
+
+MAX_TOOLS_PER_GROUP = 1_000  # tools compared per group; more (names from a flood) are not
+
+
+class _ToolRuns:
+    """One tool's calls in a group's runs on one side: the runs with measured, priced calls of it."""
+
+    __slots__ = ("runs", "calls", "usd", "sample")
+
+    def __init__(self) -> None:
+        self.runs = self.calls = 0
+        self.usd = 0.0
+        self.sample: list[tuple[int, float]] = []  # (calls, true cost) per run
 
 
 def _reservoir(sample: list[Any], item: Any, seen: int, rng: random.Random) -> None:
@@ -332,6 +370,16 @@ class RunSamples:
         scores = run.scores
         group.add(len(scores), math.fsum(s.static.efficiency for s in scores), math.fsum(s.static.excess_cost_usd for s in scores),
                   evaluation.cost_usd, int(evaluation.completed), evaluation.duration_s)
+        context = evaluation.context
+        if context is not None and context.measured and len(context.calls) == len(scores):
+            per_tool: dict[str, list[float]] = {}
+            for score, cost in zip(scores, context.calls):
+                if cost.usd is not None:
+                    tally = per_tool.setdefault(score.static.tool, [0, 0.0])
+                    tally[0] += 1
+                    tally[1] += score.static.cost_usd + cost.usd
+            for tool, (calls, usd) in per_tool.items():
+                group.add_tool(tool, int(calls), usd)
 
     def judged(self, agent: str, task: str, score: float) -> None:
         """A judged run's score (`agent` as the judging grouped it, as the Report does)."""
@@ -436,7 +484,9 @@ def _compare(base: Report, base_runs: RunSamples, head: Report, head_runs: RunSa
              confidence: float, resamples: int, seed: int, metrics: Sequence[str] = tuple(METRICS)) -> Comparison:
     keys = sorted({*base_runs.groups, *head_runs.groups, *((g.agent, g.task) for g in (*base.groups, *head.groups))})
     plans = {key: {m: _untested(base_runs.groups.get(key), head_runs.groups.get(key), m) for m in metrics} for key in keys}
-    tests = sum(not why for plan in plans.values() for why in plan.values())
+    tool_plans = {key: _tool_plans(base_runs.groups.get(key), head_runs.groups.get(key)) for key in keys}
+    tests = (sum(not why for plan in plans.values() for why in plan.values())
+             + sum(not why for plan in tool_plans.values() for why in plan.values()))
     alpha = (1 - confidence) / max(tests, 1)  # Bonferroni: each interval at 1 - alpha, all together at `confidence`
     groups = []
     for key in keys:
@@ -458,10 +508,52 @@ def _compare(base: Report, base_runs: RunSamples, head: Report, head_runs: RunSa
             changes.append(Change(group=name, metric=metric, base=_point(b, metric), head=_point(h, metric), low=low, high=high,
                                   confidence=1 - alpha if metric in intervals else None,
                                   untested=plans[key][metric] or ("" if metric in intervals else "no resample had data")))
+        tool_changes = tuple(_tool_change(name, tool, b, h, why, alpha, resamples, f"{seed}/{key[0]}/{key[1]}/{tool}")
+                             for tool, why in tool_plans[key].items())
         groups.append(GroupComparison(agent=key[0], task=key[1], base_runs=b.runs if b else 0, head_runs=h.runs if h else 0,
-                                      changes=tuple(changes), tools=_tools(base.group(*key), head.group(*key))))
+                                      changes=tuple(changes), tools=_tools(base.group(*key), head.group(*key)),
+                                      tool_changes=tool_changes))
     return Comparison(base=base, head=head, groups=tuple(groups), method=METHOD, confidence=confidence, tests=tests,
                       resamples=resamples, seed=seed)
+
+
+def _tool_plans(base: _Group | None, head: _Group | None) -> dict[str, str]:
+    """Per tool with measured, priced calls on either side: why its true cost per call cannot be tested ("" when it can)."""
+    mine, theirs = base.tools if base else {}, head.tools if head else {}
+    plans = {}
+    for tool in sorted({*mine, *theirs}):
+        b, h = mine.get(tool), theirs.get(tool)
+        if b is None or h is None:
+            plans[tool] = f"no measured calls in {'base' if b is None else 'head'}"
+        else:
+            fewest = min(b.runs, h.runs)
+            plans[tool] = f"{fewest} run{'' if fewest == 1 else 's'} with measured calls, {MIN_RUNS} needed" if fewest < MIN_RUNS else ""
+    return plans
+
+
+def _tool_change(group: str, tool: str, base: _Group | None, head: _Group | None, untested: str, alpha: float,
+                 resamples: int, seed: str) -> Change:
+    """A tool's true cost per call, base against head: the ratio of sums over runs, the runs resampled per side."""
+    b = base.tools.get(tool) if base else None
+    h = head.tools.get(tool) if head else None
+    point = lambda runs: runs.usd / runs.calls if runs is not None and runs.calls else None  # noqa: E731
+    low = high = None
+    if not untested and b is not None and h is not None:
+        stats = [_ratio_resamples(runs, resamples, random.Random(f"{seed}/{side}")) for runs, side in ((b, "base"), (h, "head"))]
+        diffs = sorted(y - x for x, y in zip(*stats))
+        low, high = _percentile(diffs, alpha / 2), _percentile(diffs, 1 - alpha / 2)
+    return Change(group=group, metric=TRUE_COST, base=point(b), head=point(h), low=low, high=high,
+                  confidence=1 - alpha if low is not None else None, untested=untested, tool=tool)
+
+
+def _ratio_resamples(runs: _ToolRuns, resamples: int, rng: random.Random) -> list[float]:
+    calls, usd = zip(*runs.sample)
+    n = len(calls)
+    choices, indices, out = rng.choices, range(n), []
+    for _ in range(resamples):
+        idx = choices(indices, k=n)
+        out.append(sum(map(usd.__getitem__, idx)) / sum(map(calls.__getitem__, idx)))
+    return out
 
 
 def _tools(base: GroupSummary | None, head: GroupSummary | None) -> tuple[ToolComparison, ...]:

@@ -36,7 +36,7 @@ from ..core.recognize import ToolCallRecord, attribute_dict, convention_of
 from ..core.runs import AgentRun
 from ..core.scoring import UNKNOWN_OVERFLOW, CallScore
 from .recorded import FileProblem, PathArg
-from .report import OTHER, Report, commented_models
+from .report import OTHER, Report, ToolContextCost, commented_models
 from .score import score_traces
 
 __all__ = ["COST_ONLY_PROFILE", "FILL_IN", "Draft", "DraftError", "merge_draft", "observe_traces", "render_draft"]
@@ -73,6 +73,7 @@ class ToolSeen:
     by_agent: dict[str, int] = field(default_factory=dict)  # calls per agent ("": no agent), for the `# seen:` comment
     capabilities: set[str] = field(default_factory=set)  # of the user's routes that routed its calls
     unrouted: bool = False  # called with no agent and no route, or by an agent that got no route: a capability of its own
+    context: ToolContextCost | None = None  # what its results cost the later model calls (docs/true-cost.md), measured
 
 
 @dataclass
@@ -204,11 +205,15 @@ def _tools_and_routes(report: Report, catalog: Catalog, together: set[str] = fro
                 routes.setdefault(group.agent, set()).add(name)
             else:
                 seen.unrouted = True
+    context = {t.tool: t for t in report.tool_context}
     for name, seen in tools.items():  # latency over every name the tool was called by: the busiest name's
         measured = [latency[n] for n in (name, *seen.aliases) if n in latency and latency[n].p50_s is not None]
         if measured:
             busiest = max(measured, key=lambda t: t.calls)
             seen.p50_s, seen.p99_s = busiest.p50_s, busiest.p99_s
+        costs = [context[n] for n in (name, *seen.aliases) if n in context and context[n].mean_usd is not None]
+        if costs:  # its context cost as measured under its busiest name
+            seen.context = max(costs, key=lambda t: t.calls)
     return tools, {agent: sorted(used) for agent, used in routes.items()}
 
 
@@ -381,6 +386,7 @@ def _tool_lines(seen: ToolSeen, description: str, schema: Mapping[str, Any] | No
     if description:
         lines.append(f"{inner}description: {_text(description[:MAX_DESCRIPTION_CHARS])}")
     lines.append(f"{inner}cost_usd: 0.0  # {FILL_IN}: the price of one call in USD (0: no call counts as wasted money)")
+    lines += _context_lines(seen.context, inner)
     if seen.p50_s is not None:
         lines.append(f"{inner}latency_ms: {_ms(seen.p50_s)}  # observed p50")
         if seen.p99_s is not None and seen.p99_s > 0:
@@ -395,6 +401,19 @@ def _tool_lines(seen: ToolSeen, description: str, schema: Mapping[str, Any] | No
     if schema is not None:
         lines.append(f"{inner}parameters: {_flow(schema)}")
     return lines
+
+
+def _context_lines(context: ToolContextCost | None, inner: str) -> list[str]:
+    """`context_usd`: the mean cost of the input tokens a call's result added to the later model calls of its
+    run, as measured (docs/true-cost.md), with its p50 and the model it was measured on: the tool's true cost per call
+    is cost_usd plus this, and tools that share a capability are ranked by it."""
+    if context is None or context.mean_usd is None or not context.induced_tokens:
+        return []  # unmeasured, unpriced, or its results fed no later model call
+    mean = float(f"{context.mean_usd:.3g}")
+    p50 = f"; p50 ${context.p50_usd:.3g}" if context.p50_usd is not None else ""
+    model = f", on {_text(context.model)}" if context.model else ""
+    return [f"{inner}context_usd: {_number(mean)}  # measured, the mean per call{p50} ({_plural(context.calls, 'call')}, "
+            f"{context.induced_tokens / context.calls:,.0f} input tokens per call{model}); true cost = cost_usd + this"]
 
 
 def _route_lines(name: str, agent: str, tools: list[str], profile: str, indent: str) -> list[str]:
@@ -433,6 +452,8 @@ _HEADER = """\
 #   others' calls against it); an agent that called several tools in one trace used them for
 #   different jobs and gets no task; complexity simple; the drafted tasks use the profile cost_only (latency is
 #   not weighed: no one has said yet which tools can stand in for each other).
+# Measured, not to fill in: context_usd, what a call's result costs the later model calls of its run as
+#   input tokens (docs/true-cost.md). Tools that share a capability are ranked by cost_usd + context_usd.
 # First say which tools can stand in for each other (a shared capability), then fill in prices
 # (grep "FILL IN"), then set each task's profile to balanced to weigh latency too.
 # Check it: otel-agent-eval catalog check FILE.  Add tools seen later: otel-agent-eval catalog draft TRACES --merge FILE.

@@ -31,7 +31,7 @@ from ..metrics.window import SlidingQuantiles
 from .recorded import ReadStats
 
 __all__ = ["Coverage", "EFFICIENCY_BINS", "HEALTH_BINS", "GroupSummary", "PoorChoice", "Report", "ReportBuilder", "RunCall", "RunSummary",
-           "ToolLatency", "ToolSummary", "llm_prices_note", "printable"]
+           "ToolContextCost", "ToolLatency", "ToolSummary", "llm_prices_note", "printable"]
 
 # C0 and C1 controls, line and paragraph separators, bidi marks, embeddings, overrides and isolates, lone surrogates
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -91,6 +91,24 @@ class ToolSummary:
     slo_violations: int
     outcomes: dict[str, int]
     latency_slo_s: float | None = None  # the catalog's latency SLO for the tool, if it has one
+    # what its results cost the later model calls of their runs (docs/true-cost.md), over its calls in measured runs
+    induced_calls: int = 0  # calls in runs with token counts (the rest are unmeasured)
+    induced_tokens: int = 0
+    induced_usd: float | None = None  # None: no call measured, or none priced
+    true_cost_per_call_usd: float | None = None  # catalog price per call + induced cost per measured, priced call
+
+
+@dataclass(frozen=True)
+class ToolContextCost:
+    """One tool's induced cost over all agents and tasks: what `catalog draft` writes as its measured cost."""
+
+    tool: str
+    calls: int  # calls in runs with token counts
+    induced_tokens: int
+    induced_usd: float | None  # None: none of its calls was priced
+    mean_usd: float | None  # induced USD per priced call
+    p50_usd: float | None
+    model: str | None  # the model most of its calls fed: what it was measured on
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,8 @@ class RunCall:
     efficiency: float
     wasted_usd: float
     duration_s: float | None
+    induced_tokens: int | None = None  # what its result cost the later model calls of the run; None: unmeasured
+    induced_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +160,11 @@ class RunSummary:
     problems: tuple[str, ...]  # spurious, redundant, invalid calls; over budget
     llm_cost_usd: float = 0.0
     llm_priced_by: tuple[str, ...] = ()  # where its LLM calls' prices came from (catalog, reported, genai_prices, unpriced)
+    # where its input tokens came from (docs/true-cost.md); input_tokens None: no model call reports token counts
+    input_tokens: int | None = None
+    induced_tokens: int | None = None  # caused by tool results (attributed), the rest unattributed
+    induced_usd: float | None = None
+    input_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +191,9 @@ class GroupSummary:
     llm_priced_by: tuple[str, ...] = ()  # where the runs' LLM calls' prices came from, each source once
     judge_score: float | None = None  # mean judged tool correctness (`score --judge`); None when none was judged
     judged_runs: int = 0
+    induced_per_run_usd: float | None = None  # the part of the LLM input cost tool results caused, per measured run
+    induced_tokens_per_run: float | None = None
+    unmeasured_runs: int = 0  # runs without token counts: not in the two above
 
     @property
     def name(self) -> str:
@@ -256,6 +284,12 @@ class Report:
     coverage: Coverage = Coverage()
     llm_calls_by_price_source: Mapping[str, int] = field(default_factory=dict)  # LLM calls of the runs, by price source
     judge: Any = None  # `offline.judging.JudgeSummary` when `score --judge` judged runs
+    tool_context: tuple[ToolContextCost, ...] = ()  # per tool over all agents, most induced tokens first
+    # the input tokens of the runs with token counts: caused by tool results, the rest; and the runs without
+    input_tokens: int = 0
+    context_tokens: int = 0
+    unattributed_tokens: int = 0
+    unmeasured_runs: int = 0
 
     @property
     def wasted_usd(self) -> float:
@@ -283,6 +317,9 @@ class Report:
             "coverage": self.coverage.to_dict(),
             "llm_prices": {"calls_by_source": dict(self.llm_calls_by_price_source)},
             **({"judge": self.judge.to_dict()} if self.judge is not None else {}),
+            "tool_context": [vars(t) for t in self.tool_context],
+            "input_tokens": {"total": self.input_tokens, "caused_by_tool_results": self.context_tokens,
+                             "unattributed": self.unattributed_tokens, "unmeasured_runs": self.unmeasured_runs},
         }
 
 
@@ -332,7 +369,8 @@ def _group_dict(group: GroupSummary) -> dict[str, Any]:
 
 
 class _ToolAcc:
-    __slots__ = ("optimal_tool", "known", "slo_s", "calls", "errors", "efficiency", "wasted", "cost", "latency", "slo", "outcomes")
+    __slots__ = ("optimal_tool", "known", "slo_s", "calls", "errors", "efficiency", "wasted", "cost", "latency", "slo", "outcomes",
+                 "induced_calls", "induced_tokens", "induced_usd", "induced_priced")
 
     def __init__(self, score: CallScore) -> None:
         self.optimal_tool, self.known, self.slo_s = score.static.optimal_tool, score.static.known, score.static.latency_slo_s
@@ -340,16 +378,32 @@ class _ToolAcc:
         self.efficiency = self.wasted = self.cost = 0.0
         self.latency = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all calls
         self.outcomes: Counter[str] = Counter()
+        self.induced_calls = self.induced_tokens = self.induced_priced = 0
+        self.induced_usd = 0.0
+
+
+class _ContextAcc:
+    """One tool's induced cost over all agents: sums, a sketch of its per-call cost, the models its calls fed."""
+
+    __slots__ = ("calls", "tokens", "usd", "priced", "per_call", "models")
+
+    def __init__(self) -> None:
+        self.calls = self.tokens = self.priced = 0
+        self.usd = 0.0
+        self.per_call = SlidingQuantiles(1.0, sub_windows=1, clock=_never)
+        self.models: Counter[str] = Counter()
 
 
 class _RunAcc:
     __slots__ = ("runs", "completed", "cost", "health", "correctness", "correctness_runs", "duration", "duration_runs", "early",
-                 "wasted", "durations", "llm_cost", "llm_sources")
+                 "wasted", "durations", "llm_cost", "llm_sources", "measured", "induced_usd", "induced_tokens")
 
     def __init__(self) -> None:
         self.runs = self.completed = self.correctness_runs = self.duration_runs = self.early = 0
         self.cost = self.health = self.correctness = self.duration = self.wasted = self.llm_cost = 0.0
         self.llm_sources: set[str] = set()
+        self.measured = self.induced_tokens = 0
+        self.induced_usd = 0.0
         self.durations = SlidingQuantiles(1.0, sub_windows=1, clock=_never)  # one window forever: all runs
 
 
@@ -375,9 +429,13 @@ def _bin(value: float, low: float, high: float, bins: int) -> int:
 def _run_summary(run: AgentRun, agent: str) -> RunSummary:
     evaluation = run.evaluation
     assert evaluation is not None
+    context = evaluation.context
+    measured = context is not None and context.measured
+    induced = context.calls if context is not None and len(context.calls) == len(run.scores) else ((None, None),) * len(run.scores)
     calls = tuple(RunCall(tool=s.static.tool, outcome=s.outcome, optimal_tool=s.static.optimal_tool,
-                          efficiency=s.static.efficiency, wasted_usd=s.static.excess_cost_usd, duration_s=s.duration_s)
-                  for s in run.scores[:MAX_RUN_CALLS])
+                          efficiency=s.static.efficiency, wasted_usd=s.static.excess_cost_usd, duration_s=s.duration_s,
+                          induced_tokens=cost[0], induced_usd=cost[1])
+                  for s, cost in zip(run.scores[:MAX_RUN_CALLS], induced))
     problems = [*(f"spurious: {t}" for t in evaluation.spurious_calls), *(f"redundant: {t}" for t in evaluation.redundant_calls),
                 *(f"invalid: {t}" for t in evaluation.invalid_calls)]
     if evaluation.over_budget:
@@ -388,7 +446,9 @@ def _run_summary(run: AgentRun, agent: str) -> RunSummary:
         closed_by=run.closed_by, cost_usd=evaluation.cost_usd, wasted_usd=math.fsum(s.static.excess_cost_usd for s in run.scores),
         duration_s=evaluation.duration_s, calls=calls,
         calls_not_shown=max(0, len(run.scores) - MAX_RUN_CALLS) + run.calls_dropped, problems=tuple(problems),
-        llm_cost_usd=evaluation.llm_cost_usd, llm_priced_by=evaluation.llm_priced_by)
+        llm_cost_usd=evaluation.llm_cost_usd, llm_priced_by=evaluation.llm_priced_by,
+        input_tokens=context.input_tokens if measured else None, induced_tokens=context.attributed_tokens if measured else None,
+        induced_usd=context.attributed_usd if measured else None, input_usd=context.input_usd if measured else None)
 
 
 class ReportBuilder:
@@ -411,6 +471,8 @@ class ReportBuilder:
         self._agent = AgentGroups()
         self._unpriced: Counter[str] = Counter()  # LLM calls per model the catalog cannot price, up to MAX_AGENTS models
         self._llm_sources: Counter[str] = Counter()  # LLM calls by where their price came from
+        self._context: dict[str, _ContextAcc] = {}  # by tool, over all agents and tasks: induced cost
+        self._input = [0, 0, 0, 0]  # input tokens of measured runs: all, caused by tool results, the rest; unmeasured runs
 
     def call(self, record: ToolCallRecord, score: CallScore) -> None:
         static = score.static
@@ -467,10 +529,48 @@ class ReportBuilder:
             acc.duration_runs += 1
             acc.durations.observe(evaluation.duration_s)
         self._health_bins[_bin(evaluation.health, 0.0, 100.0, HEALTH_BINS)] += 1
+        if evaluation.context is not None and evaluation.context.measured:
+            self._context_cost(run, acc)
+        else:
+            self._input[3] += 1
         for model in evaluation.unpriced_models:
             if (model in self._unpriced or len(self._unpriced) < MAX_AGENTS) and _used_tokens(run, model):
                 self._unpriced[model] += 1
         self._keep_if_worst(run, key[0])
+
+    def _context_cost(self, run: AgentRun, acc: _RunAcc) -> None:
+        """A measured run's induced tokens and cost, per run and per tool call (its call's group, as `call` counted it)."""
+        context = run.evaluation.context  # type: ignore[union-attr]
+        acc.measured += 1
+        totals = self._input
+        totals[0] += context.input_tokens
+        totals[1] += context.attributed_tokens
+        totals[2] += context.unattributed_tokens
+        acc.induced_tokens += context.attributed_tokens
+        acc.induced_usd += context.attributed_usd
+        if len(context.calls) != len(run.scores):
+            return
+        for record, score, cost in zip(run.tool_calls, run.scores, context.calls):
+            tool = self._tools.get((self._agent(record.agent), score.static.task, score.static.tool))
+            if tool is None or cost.tokens is None:
+                continue
+            tool.induced_calls += 1
+            tool.induced_tokens += cost.tokens
+            by_tool = self._context.get(score.static.tool)
+            if by_tool is None:
+                if len(self._context) >= MAX_AGENTS:
+                    continue
+                by_tool = self._context[score.static.tool] = _ContextAcc()
+            by_tool.calls += 1
+            by_tool.tokens += cost.tokens
+            if cost.model:
+                by_tool.models[cost.model] += 1
+            if cost.usd is not None:
+                tool.induced_usd += cost.usd
+                tool.induced_priced += 1
+                by_tool.usd += cost.usd
+                by_tool.priced += 1
+                by_tool.per_call.observe(cost.usd)
 
     def _keep_if_worst(self, run: AgentRun, agent: str) -> None:
         """Keep `run` among the `worst_runs` least healthy (ties: the earlier run); O(log N), built only when kept."""
@@ -493,7 +593,10 @@ class ReportBuilder:
             tools_by_group.setdefault((agent, task), []).append(ToolSummary(
                 agent=agent, task=task, tool=tool, optimal_tool=acc.optimal_tool, known=acc.known, calls=acc.calls,
                 errors=acc.errors, efficiency=acc.efficiency / acc.calls, wasted_usd=acc.wasted, cost_usd=acc.cost,
-                p50_s=p50, p95_s=p95, p99_s=p99, slo_violations=acc.slo, outcomes=dict(acc.outcomes), latency_slo_s=acc.slo_s))
+                p50_s=p50, p95_s=p95, p99_s=p99, slo_violations=acc.slo, outcomes=dict(acc.outcomes), latency_slo_s=acc.slo_s,
+                induced_calls=acc.induced_calls, induced_tokens=acc.induced_tokens,
+                induced_usd=acc.induced_usd if acc.induced_priced else None,
+                true_cost_per_call_usd=acc.cost / acc.calls + acc.induced_usd / acc.induced_priced if acc.induced_priced else None))
         groups = []
         for key in sorted({*tools_by_group, *self._runs}):
             tools = sorted(tools_by_group.get(key, ()), key=lambda t: (-t.wasted_usd, -t.calls, t.tool))
@@ -512,7 +615,10 @@ class ReportBuilder:
                 wasted_per_run_usd=runs.wasted / runs.runs if runs.runs else None,
                 p95_s=runs.durations.quantiles((0.95,))[0] if runs.durations.count else None,
                 llm_cost_per_run_usd=runs.llm_cost / runs.runs if runs.runs else None,
-                llm_priced_by=tuple(s for s in PRICE_SOURCES if s in runs.llm_sources)))
+                llm_priced_by=tuple(s for s in PRICE_SOURCES if s in runs.llm_sources),
+                induced_per_run_usd=runs.induced_usd / runs.measured if runs.measured else None,
+                induced_tokens_per_run=runs.induced_tokens / runs.measured if runs.measured else None,
+                unmeasured_runs=runs.runs - runs.measured))
         poor = sorted((PoorChoice(task, tool, optimal, int(n), usd) for (task, tool, optimal), (n, usd) in self._poor.items()),
                       key=lambda p: (-p.wasted_usd, -p.calls, p.task, p.tool))
         latency = []
@@ -536,5 +642,16 @@ class ReportBuilder:
                       efficiency_histogram=tuple(self._efficiency_bins), health_histogram=tuple(self._health_bins),
                       tool_latency=tuple(latency), worst_runs=worst,
                       gate_levels=dict(self.catalog.gates_for(self.environment)), coverage=coverage,
-                      llm_calls_by_price_source={s: self._llm_sources[s] for s in PRICE_SOURCES if self._llm_sources[s]})
+                      llm_calls_by_price_source={s: self._llm_sources[s] for s in PRICE_SOURCES if self._llm_sources[s]},
+                      tool_context=self._tool_context(), input_tokens=self._input[0], context_tokens=self._input[1],
+                      unattributed_tokens=self._input[2], unmeasured_runs=self._input[3])
+
+    def _tool_context(self) -> tuple[ToolContextCost, ...]:
+        out = []
+        for tool, acc in self._context.items():
+            p50 = acc.per_call.quantiles((0.5,))[0] if acc.per_call.count else None
+            model = max(acc.models.items(), key=lambda item: (item[1], item[0]))[0] if acc.models else None
+            out.append(ToolContextCost(tool, acc.calls, acc.tokens, acc.usd if acc.priced else None,
+                                       acc.usd / acc.priced if acc.priced else None, p50, model))
+        return tuple(sorted(out, key=lambda t: (-t.induced_tokens, t.tool)))
 

@@ -22,7 +22,8 @@ __all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
 EXIT_REGRESSION, EXIT_BAD_INPUT = 1, 2
 PREFIX = "otel-agent-eval"
 LABELS = {"efficiency": "efficiency", "wasted_per_run_usd": "wasted/run", "cost_per_run_usd": "cost/run",
-          "completion": "completion", "p95_s": "run p95", "p99_s": "run p99", "judge_score": "judged score"}
+          "completion": "completion", "p95_s": "run p95", "p99_s": "run p99", "judge_score": "judged score",
+          "true_cost_per_call_usd": "true cost/call"}
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,10 +85,10 @@ def render_comparison(comparison: Comparison, *, base: str = "base", head: str =
     rows = []
     for group in comparison.groups:
         first = True
-        for change in group.changes:
+        for change in (*group.changes, *group.tool_changes):
             rows.append([agent_label(group.agent), task_label(group.task),
                          f"{group.base_runs:,}" if first else "", f"{group.head_runs:,}" if first else "",
-                         LABELS[change.metric], _value(change.metric, change.base), _value(change.metric, change.head),
+                         _label(change), _value(change.metric, change.base), _value(change.metric, change.head),
                          _value(change.metric, change.delta, signed=True), _interval(change), _verdict(change)])
             first = False
     lines += _table(["agent", "task", "base runs", "head runs", "metric", "base", "head", "change", "interval", "verdict"],
@@ -107,7 +108,7 @@ def render_comparison(comparison: Comparison, *, base: str = "base", head: str =
         lines += ["", f"Result: {nothing_tested()}."]
         return "\n".join(lines)
     lines += ["", f"Result: {_count(len(regressions), 'regression')}"
-              + (f" ({', '.join(f'{printable(c.group)} {LABELS[c.metric]}' for c in regressions)})" if regressions else "")
+              + (f" ({', '.join(f'{printable(c.group)} {_label(c)}' for c in regressions)})" if regressions else "")
               + f", {_count(len(improvements), 'improvement')} beyond noise."]
     return "\n".join(lines)
 
@@ -134,6 +135,11 @@ def _value(metric: str, value: float | None, *, signed: bool = False) -> str:
     if metric.endswith("_s"):
         return sign + _seconds(magnitude)
     return f"{sign}{magnitude:.3f}"
+
+
+def _label(change: Change) -> str:
+    """The metric as the table names it; a tool's metric with the tool: `web_search true cost/call`."""
+    return f"{change.tool} {LABELS[change.metric]}" if change.tool else LABELS[change.metric]
 
 
 def _interval(change: Change) -> str:

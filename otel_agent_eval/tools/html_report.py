@@ -98,6 +98,7 @@ def render_html(report: Report, gate: GateResult | None = None, *, title: str = 
         _section("Run health distribution", _health_chart(report)),
         "</div>",
         _section("Money wasted by tool → optimal tool", _waste_chart(report)),
+        _section("Where the runs' input tokens came from", _context_chart(report)),
         _section("Latency percentiles per tool against the SLO", _latency_chart(report)),
         _section("Agents and tasks", _groups_table(report)),
         _section(f"Worst runs (the {len(report.worst_runs)} least healthy)", _worst_runs(report.worst_runs)),
@@ -331,6 +332,48 @@ def _waste_chart(report: Report) -> str:
                    + (f" (the {len(choices)} costliest shown)" if len(choices) < len(report.poor_choices) else "")
                    + f", of {format_usd(report.wasted_usd)} wasted in all (acceptable tools may cost more than the optimal one too).",
                    _table(["task", "tool", "optimal tool", "calls", "wasted"], rows, numeric=(3, 4)))
+
+
+def _context_chart(report: Report) -> str:
+    """The input tokens of the measured runs by source: each tool's results (carried into every later model call that
+    held them, docs/true-cost.md), and what no tool caused (system prompt, user messages, the model's own text)."""
+    if not report.input_tokens:
+        return ('<p class="empty">No run reports token counts for its model calls: where its input came from is '
+                f'unmeasured ({plural(report.unmeasured_runs, "run")}).</p>')
+    tools = report.tool_context[:TOP_POOR_CHOICES]
+    rows = [(t.tool, t.induced_tokens, t.induced_usd, WARN) for t in tools if t.induced_tokens]
+    rest = report.context_tokens - sum(t for _, t, _, _ in rows)
+    if rest:
+        rows.append(("other tools", rest, None, WARN))
+    rows.append(("no tool (prompt, user, model's own text)", report.unattributed_tokens, None, MUTED))
+    label_w, value_w, row_h, top = 300, 190, 26, 12
+    plot_w = WIDTH - label_w - value_w
+    height = top + row_h * len(rows) + 36
+    x_max = max(tokens for _, tokens, _, _ in rows) or 1
+    out = []
+    for i, (name, tokens, usd, color) in enumerate(rows):
+        y = top + i * row_h
+        w = max(1.0, plot_w * tokens / x_max)
+        share = tokens / report.input_tokens
+        value = f"{tokens:,} tokens · {share:.0%}" + (f" · {format_usd(usd)}" if usd is not None else "")
+        out.append(f'<text x="{label_w - 8}" y="{y + 17}" text-anchor="end" font-size="12">{_e(_clip(name, 44))}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + 5}" width="{_n(w)}" height="{row_h - 10}" rx="3" fill="{color}">'
+                   f'<title>{_e(name)}: {_e(value)}</title></rect>')
+        out.append(f'<text x="{_n(label_w + w + 6)}" y="{y + 17}" font-size="11">{_e(value)}</text>')
+    axis_y = top + row_h * len(rows) + 4
+    out.append(f'<line x1="{label_w}" x2="{label_w + plot_w}" y1="{axis_y}" y2="{axis_y}" stroke="{MUTED}"/>')
+    out.append(f'<text class="x-label" x="{label_w + plot_w / 2}" y="{axis_y + 24}" text-anchor="middle" font-size="12">'
+               f"Input tokens of the runs' model calls</text>")
+    caused = report.context_tokens / report.input_tokens
+    desc = (f"Bars of the runs' input tokens by where they came from: {caused:.0%} were tool results carried into later "
+            f"model calls" + (f", most from {tools[0].tool}" if tools and tools[0].induced_tokens else "") + ".")
+    table = _table(["source", "input tokens", "share", "cost"],
+                   [[_e(name), f"{tokens:,}", f"{tokens / report.input_tokens:.1%}", _e(format_usd(usd)) if usd is not None else "-"]
+                    for name, tokens, usd, _ in rows], numeric=(1, 2, 3))
+    unmeasured = f"; {plural(report.unmeasured_runs, 'run')} without token counts left out" if report.unmeasured_runs else ""
+    return _figure("context-chart", "Where the runs' input tokens came from", desc, "\n".join(out), height,
+                   f"{report.input_tokens:,} input tokens in all, {report.context_tokens:,} ({caused:.0%}) of them tool "
+                   f"results carried into every later model call that held them{unmeasured}.", table)
 
 
 def _latency_chart(report: Report) -> str:

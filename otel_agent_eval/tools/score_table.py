@@ -8,7 +8,7 @@ from ..config.catalog import GateLevel
 from ..offline.gate import GateResult
 from ..offline.report import Report, llm_prices_note, printable
 
-__all__ = ["NO_AGENT", "UNROUTED", "agent_label", "health_cell", "plural", "render_summary", "task_label"]
+__all__ = ["NO_AGENT", "UNROUTED", "agent_label", "context_cell", "health_cell", "plural", "render_summary", "task_label"]
 
 TOP_CHOICES = 10
 NO_AGENT, UNROUTED = "(no agent)", "(unrouted)"  # as the gate, JUnit and HTML name a group without an agent or task
@@ -41,11 +41,13 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
     tools = [t for g in report.groups for t in g.tools]
     if tools:
         lines += [""] + _table(
-            ["agent", "task", "tool", "calls", "errors", "efficiency", "wasted", "p50", "p95", "p99", "over SLO", "optimal tool"],
+            ["agent", "task", "tool", "calls", "errors", "efficiency", "wasted", "context/call", "true cost/call", "p50", "p95",
+             "p99", "over SLO", "optimal tool"],
             [[agent_label(t.agent), task_label(t.task), t.tool + ("" if t.known else " (unknown)"), _int(t.calls), _int(t.errors),
-              _float(t.efficiency, 2), _usd(t.wasted_usd), _seconds(t.p50_s), _seconds(t.p95_s), _seconds(t.p99_s),
+              _float(t.efficiency, 2), _usd(t.wasted_usd), context_cell(t.induced_tokens, t.induced_calls),
+              _usd(t.true_cost_per_call_usd, 6), _seconds(t.p50_s), _seconds(t.p95_s), _seconds(t.p99_s),
               _int(t.slo_violations), t.optimal_tool or "-"] for t in tools],
-            right=range(3, 11))
+            right=range(3, 13))
     if report.poor_choices:
         lines += ["", "Poorest tool choices (suboptimal tool -> the catalog's optimal tool):"]
         lines += _table(["task", "tool", "", "optimal tool", "calls", "wasted"],
@@ -100,6 +102,12 @@ def priced_by(sources: Sequence[str]) -> str:
     return "+".join(sources) or "-"
 
 
+def context_cell(tokens: int, calls: int) -> str:
+    """Input tokens a call's result added to the later model calls of its run, per call measured
+    (docs/true-cost.md); `unmeasured` when no run of its calls had token counts."""
+    return f"{tokens / calls:,.0f} tok" if calls else "unmeasured"
+
+
 def _level(level: GateLevel) -> str:
     """A catalog gate level in words: `completion fails below 0.85 (warns below 0.9)`."""
     side = "below" if level.higher_is_better else "above"
@@ -147,8 +155,8 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
-def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.4f}"
+def _usd(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"${value:,.{digits}f}"
 
 
 def _seconds(value: float | None) -> str:

@@ -4,8 +4,9 @@
 //
 // `generateText` runs against the SDK's own mock model (`MockLanguageModelV3` from `ai/test`, no network)
 // with `experimental_telemetry: { isEnabled: true, functionId: 'support_agent' }`: the model asks for
-// `local_index`, then `web_search` (whose execute throws: a failed call), then answers. Every step
-// reports INPUT_TOKENS and OUTPUT_TOKENS. A second run has no functionId (no agent name in the trace).
+// `local_index`, then `web_search` (whose execute throws: a failed call), then answers. Step n reports
+// INPUT_TOKENS + (n - 1) * STEP_TOKENS input tokens (the context grows by the last step's output and
+// the tool result it fed back) and OUTPUT_TOKENS. A second run has no functionId (no agent name in the trace).
 // The spans (`ai.generateText`, `ai.generateText.doGenerate`, `ai.toolCall`) go through the JS SDK's
 // BatchSpanProcessor and OTLP/HTTP protobuf exporter to --endpoint, and as OTLP/JSON lines to --file
 // (the JS SDK's own JSON serializer), which `otel-agent-eval score` reads.
@@ -36,6 +37,7 @@ context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 
 export const INPUT_TOKENS = 50;
 export const OUTPUT_TOKENS = 10;
+export const STEP_TOKENS = 30; // each step's input over the last: its output (10) and the tool's result (20)
 
 /** Writes each span as one OTLP/JSON ExportTraceServiceRequest line (the JS SDK's serializer). */
 class FileExporter {
@@ -80,10 +82,14 @@ const provider = new BasicTracerProvider({
 });
 const tracer = provider.getTracer('ai');
 
-const usage = {
-  inputTokens: { total: INPUT_TOKENS, noCache: INPUT_TOKENS, cacheRead: 0, cacheWrite: 0 },
-  outputTokens: { total: OUTPUT_TOKENS, text: OUTPUT_TOKENS, reasoning: 0 },
-};
+/** The usage step `n` (1, 2, ...) reports: a context that grew by each earlier step's output and tool result. */
+function usage(n) {
+  const input = INPUT_TOKENS + (n - 1) * STEP_TOKENS;
+  return {
+    inputTokens: { total: input, noCache: input, cacheRead: 0, cacheWrite: 0 },
+    outputTokens: { total: OUTPUT_TOKENS, text: OUTPUT_TOKENS, reasoning: 0 },
+  };
+}
 
 /** The mock model's replies, in order: a tool call per step, then the answer. */
 function scriptedModel(steps) {
@@ -96,7 +102,7 @@ function scriptedModel(steps) {
         ? [{ type: 'tool-call', toolCallId: `call_${step}`, toolName: next[0], input: JSON.stringify(next[1]) }]
         : [{ type: 'text', text: 'Returns are accepted within 30 days.' }];
       return {
-        content, usage, warnings: [],
+        content, usage: usage(step), warnings: [],
         finishReason: { unified: next ? 'tool-calls' : 'stop', raw: undefined },
         response: { id: `resp_${step}`, modelId: 'gpt-4.1-mini', timestamp: new Date(0) },
       };

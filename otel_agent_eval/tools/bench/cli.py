@@ -20,6 +20,7 @@ from .processor import (CALLS_PER_RUN, FLOOR_VARIANTS, ROOT_ATTRIBUTES, ROOT_NAM
                         overhead, throughput)
 from .report import format_report
 from .scale import catalog_scale, routing, scrape_size, scrape_under_load
+from .context import context_cost_section
 from .score import read_child, score_child, score_section
 from .serve import serve_section
 
@@ -37,7 +38,8 @@ SIZES: dict[str, dict[str, Any]] = {
               "serve_s": 1.0, "serve_connections": 2, "serve_runs": 150, "latency_runs": 40, "serve_workers": (),
               "score_spans": 5_000, "score_rounds": 1},
 }
-SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics", "routing")  # the full run
+SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics", "routing",
+            "context-cost")  # the full run
 ON_REQUEST = ("instructions", "floor")  # minutes under valgrind; a diagnostic of the targets: run when asked for
 FLEET = ("serve", "score")  # the fleet's figures beside their anchors: processes of their own, in the full run too
 SPANS_PER_REQUEST = 512  # as a BatchSpanProcessor sends them
@@ -90,6 +92,8 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
         result["instructions"] = instructions(size["counted_runs"])
     if "otlp-metrics" in sections:
         result["otlp_metrics"] = otlp_metrics_cost(size["runs"], size["rounds"], size["warmup"], size["scrapes"])
+    if "context-cost" in sections:
+        result["context_cost"] = context_cost_section(size["runs"] // 2, size["rounds"], size["warmup"])
     if "floor" in sections:
         result["floor"] = overhead(size["runs"], size["rounds"], size["warmup"], FLOOR_VARIANTS)
     if "serve" in sections:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ...serve.os_threads import FORWARD, INTAKE
 from .instructions import COUNT_WARMUP
+from .context import format_context_cost
 from .processor import AGENT, CALLS_PER_RUN, SAMPLE_EVERY, TOOLS
 from .scale import BUILD_CAP_S
 
@@ -97,6 +98,8 @@ def format_report(result: dict[str, Any]) -> str:
         lines.append("  +MB: resident memory added by parsing and building (catalog, scorer, processor).")
         lines.append("  route(agent, attributes): repeated = one key again and again (cached); never-repeating = a new value "
                      "per call (app.route values that match no route, the worst case for a scan of the routes; or new agent names).")
+    if "context_cost" in result:
+        lines += format_context_cost(result["context_cost"])
     if "otlp_metrics" in result:
         o = result["otlp_metrics"]
         lines += ["", "OTLP METRICS: the same runs with the metrics also going out over OTLP (a discarding exporter); they are "

@@ -21,8 +21,8 @@ LIVE_REFRESH_S = 0.5  # the TTY table
 PLAIN_REFRESH_S = 5.0  # one progress line when stdout is no terminal
 MIN_RATE_ELAPSED_S = 0.25  # a rate measured over less time is noise
 TABLE_INDENT = "  "  # tool rows under their agent
-COLUMNS = (("tool", 21, "<"), ("pick", 10, "<"), ("calls", 7, ">"), ("eff", 6, ">"),  # (title, width, alignment)
-           ("p95", 8, ">"), ("p99", 8, ">"), ("cost $", 9, ">"), ("wasted $", 9, ">"))
+COLUMNS = (("tool", 19, "<"), ("pick", 10, "<"), ("calls", 7, ">"), ("eff", 5, ">"),  # (title, width, alignment)
+           ("p99", 7, ">"), ("cost $", 8, ">"), ("wasted $", 9, ">"), ("true $/call", 12, ">"))
 ANSI_UP_AND_CLEAR = "\x1b[{n}A\r\x1b[J"
 ANSI_HIDE_CURSOR, ANSI_SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 ANSI_BOLD, ANSI_RED, ANSI_YELLOW, ANSI_RESET = "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[0m"
@@ -43,11 +43,11 @@ def format_table(metrics: DemoMetrics, *, agents: Sequence[str] = (), color: boo
         if r.agent != group:
             group = r.agent
             lines.append(_clip(f"{r.agent} ({r.task or 'no task'})", width))
-        cells = [f"{TABLE_INDENT}{r.tool}", r.pick, f"{r.calls:,}", _score(r.mean_efficiency), _duration(r.p95_s),
-                 _duration(r.p99_s), f"{r.cost_usd:.4f}", f"{r.wasted_usd:.4f}"]
+        cells = [f"{TABLE_INDENT}{r.tool}", r.pick, f"{r.calls:,}", _score(r.mean_efficiency), _duration(r.p99_s),
+                 f"{r.cost_usd:.4f}", f"{r.wasted_usd:.4f}", _per_call(r.true_cost_per_call_usd)]
         tint = ANSI_RED if r.wasted_usd > 0 else ANSI_YELLOW if r.non_optimal else ""
         lines.append(_paint(_clip(_cells(cells), width), tint, color))
-    total = ["total", "", f"{metrics.calls:,}", "", "", "", f"{metrics.cost_usd:.4f}", f"{metrics.wasted_usd:.4f}"]
+    total = ["total", "", f"{metrics.calls:,}", "", "", f"{metrics.cost_usd:.4f}", f"{metrics.wasted_usd:.4f}", ""]
     lines.append(_clip(_cells(total), width))
     return lines
 
@@ -94,10 +94,12 @@ def format_summary(metrics: DemoMetrics, workload: WorkloadSummary, elapsed_s: f
 
 
 def _cost_line(metrics: DemoMetrics) -> str:
+    context = (f"; their results cost the later model calls ${metrics.context_usd:.4f} more (true cost "
+               f"${metrics.cost_usd + metrics.context_usd:.4f})")
     if not metrics.cost_usd:
-        return "  tool cost $0.0000, nothing wasted"
+        return f"  tool cost $0.0000, nothing wasted{context}"
     return (f"  tool cost ${metrics.cost_usd:.4f}, of which wasted ${metrics.wasted_usd:.4f} "
-            f"({metrics.wasted_usd / metrics.cost_usd:.0%} spent beyond the optimal tools)")
+            f"({metrics.wasted_usd / metrics.cost_usd:.0%} spent beyond the optimal tools){context}")
 
 
 def _worst_lines(worst: list[ToolRow]) -> list[str]:
@@ -108,6 +110,11 @@ def _worst_lines(worst: list[ToolRow]) -> list[str]:
     return ["  worst picks (tool -> optimal tool):"] + [
         f"    {pair:<{pad}}  {r.agent:<{agent_pad}} {r.calls:>7,} {'call ' if r.calls == 1 else 'calls'}  efficiency {_score(r.mean_efficiency)}"
         f"  wasted ${r.wasted_usd:.4f}" for pair, r in zip(pairs, worst)]
+
+
+def _per_call(value: float) -> str:
+    """A true cost per call: `-` until a call was measured."""
+    return "-" if math.isnan(value) else f"{value:.6f}"
 
 
 def _score(value: float) -> str:

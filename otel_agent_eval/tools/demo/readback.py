@@ -34,6 +34,15 @@ class ToolRow:
     p99_s: float
     cost_usd: float
     wasted_usd: float
+    context_usd: float = 0.0  # what the calls' results cost the later model calls of their runs (docs/true-cost.md)
+    context_calls: int = 0  # calls whose context cost was measured
+
+    @property
+    def true_cost_per_call_usd(self) -> float:
+        """Catalog cost plus context cost, per call; NaN when no call was measured yet."""
+        if not self.context_calls or not self.calls:
+            return math.nan
+        return self.cost_usd / self.calls + self.context_usd / self.context_calls
 
     @property
     def non_optimal(self) -> bool:
@@ -67,6 +76,10 @@ class DemoMetrics:
     def wasted_usd(self) -> float:
         return sum(r.wasted_usd for r in self.rows)
 
+    @property
+    def context_usd(self) -> float:
+        return sum(r.context_usd for r in self.rows)
+
     def calls_with_pick(self, pick: str) -> int:
         return sum(r.calls for r in self.rows if r.pick == pick)
 
@@ -90,6 +103,7 @@ LATENCY_SUMMARY = names.TOOL_LATENCY.sample
 P95, P99 = str(0.95), str(0.99)  # quantile labels, as prometheus-client formats them
 COST_TOTAL = names.TOOL_COST.sample
 EXCESS_COST_TOTAL = names.TOOL_EXCESS_COST.sample
+CONTEXT_COST_TOTAL, CONTEXT_CALLS_TOTAL = names.TOOL_CONTEXT_COST.sample, names.TOOL_CONTEXT_CALLS.sample
 
 
 def read_metrics(registry: _Collectable) -> DemoMetrics:
@@ -112,7 +126,7 @@ def read_metrics(registry: _Collectable) -> DemoMetrics:
 
 def _empty_row() -> dict[str, Any]:
     return {"task": "", "optimal": "", "pick": "", "calls": 0, "errors": 0, "eff_sum": 0.0, "eff_count": 0,
-            "p95": math.nan, "p99": math.nan, "cost": 0.0, "wasted": 0.0}
+            "p95": math.nan, "p99": math.nan, "cost": 0.0, "wasted": 0.0, "context": 0.0, "context_calls": 0}
 
 
 def _accumulate(a: dict[str, Any], name: str, labels: Mapping[str, str], value: float) -> None:
@@ -134,10 +148,14 @@ def _accumulate(a: dict[str, Any], name: str, labels: Mapping[str, str], value: 
         a["cost"] += value
     elif name == EXCESS_COST_TOTAL:
         a["wasted"] += value
+    elif name == CONTEXT_COST_TOTAL:
+        a["context"] += value
+    elif name == CONTEXT_CALLS_TOTAL:
+        a["context_calls"] += int(value)
 
 
 def _row(agent: str, tool: str, a: Mapping[str, Any]) -> ToolRow:
     pick = a["pick"] or (OPTIMAL if tool == a["optimal"] else NON_OPTIMAL)  # every call failed: no outcome label
     efficiency = a["eff_sum"] / a["eff_count"] if a["eff_count"] else math.nan
     return ToolRow(agent, a["task"], tool, a["optimal"], pick, a["calls"], a["errors"], efficiency,
-                   a["p95"], a["p99"], a["cost"], a["wasted"])
+                   a["p95"], a["p99"], a["cost"], a["wasted"], a["context"], a["context_calls"])

@@ -45,7 +45,10 @@ ERROR_PROBABILITY = 0.03
 ERROR_TYPES = ("TimeoutError", "RateLimitError", "ToolExecutionError")
 EXTRA_CALL_PROBABILITY = 0.1  # the agent calls its tool a second time (a follow-up lookup)
 PLAN_TOKENS = ((200, 1200), (15, 120))  # (input, output) ranges of the chat that picks a tool
-ANSWER_TOKENS = ((300, 1600), (40, 400))
+ANSWER_TOKENS = ((300, 1600), (40, 400))  # the output range of the chat that answers; its input is the plan's plus
+# the tool results (core/context_cost.py measures what each result adds to it: the tools' true cost)
+RESULT_TOKENS = (40, 0.25, 2_000)  # a result's tokens: 40 + a quarter of the tool's catalog latency in ms, at most 2,000
+ERROR_RESULT_TOKENS = 25  # a failed call's error text, context too
 DEFAULT_MODEL = "gpt-4o-mini"
 PROVIDER_NAME = "openai"
 SERVICE_NAME = "otel-agent-eval-demo"
@@ -250,10 +253,13 @@ class Workload:
                                        attributes=self._agent_attributes(agent))
         context = trace.set_span_in_context(root)
         t += gaps[0]
-        t = self._chat(context, agent, t, plan_ns, PLAN_TOKENS, "tool_call") + gaps[1]
+        plan = (self._rng.randint(*PLAN_TOKENS[0]), self._rng.randint(*PLAN_TOKENS[1]))
+        t = self._chat(context, agent, t, plan_ns, plan, "tool_call") + gaps[1]
         for call, gap in zip(calls, gaps[2:]):
             t = self._tool(context, agent, t, call) + gap
-        self._chat(context, agent, t, answer_ns, ANSWER_TOKENS, "stop")
+        answer_in = sum(plan) + sum(result_tokens(call.tool) if call.error_type is None else ERROR_RESULT_TOKENS
+                                    for call in calls)
+        self._chat(context, agent, t, answer_ns, (answer_in, self._rng.randint(*ANSWER_TOKENS[1])), "stop")
         root.end(end_time=end)
 
     @staticmethod
@@ -261,14 +267,12 @@ class Workload:
         return {c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: agent.name,
                 GEN_AI_PROVIDER_NAME: PROVIDER_NAME, c.GEN_AI_REQUEST_MODEL: agent.script.model}
 
-    def _chat(self, context: Any, agent: DemoAgent, start: int, duration: int,
-              tokens: tuple[tuple[int, int], tuple[int, int]], finish: str) -> int:
+    def _chat(self, context: Any, agent: DemoAgent, start: int, duration: int, tokens: tuple[int, int], finish: str) -> int:
         model = agent.script.model
         attributes = {
             c.GEN_AI_OPERATION_NAME: OP_CHAT, GEN_AI_PROVIDER_NAME: PROVIDER_NAME,
             c.GEN_AI_REQUEST_MODEL: model, c.GEN_AI_RESPONSE_MODEL: model,
-            c.GEN_AI_USAGE_INPUT_TOKENS: self._rng.randint(*tokens[0]),
-            c.GEN_AI_USAGE_OUTPUT_TOKENS: self._rng.randint(*tokens[1]),
+            c.GEN_AI_USAGE_INPUT_TOKENS: tokens[0], c.GEN_AI_USAGE_OUTPUT_TOKENS: tokens[1],
             GEN_AI_RESPONSE_FINISH_REASONS: (finish,),
         }
         span = self._tracer.start_span(f"{OP_CHAT} {model}", context=context, kind=SpanKind.CLIENT,
@@ -307,6 +311,12 @@ class Workload:
             summary.calls[(agent.name, call.tool.name)] += 1
             summary.non_optimal_calls += call.tool.name != agent.optimal_tool
             summary.errors += call.error_type is not None
+
+
+def result_tokens(tool: Tool) -> int:
+    """The tokens a simulated call's result adds to the answering model call: slower tools return more."""
+    base, per_ms, cap = RESULT_TOKENS
+    return min(cap, base + round(per_ms * tool.latency_ms))
 
 
 def _tool_arguments(tool: Tool, query: str) -> dict[str, Any]:
