@@ -206,6 +206,11 @@ RULE_CHECKS: dict[str, Callable[[Samples, Stack], None]] = {
     "agent_task:agent_eval_runs:completion_ratio_rate5m": in_range(0.8, 1),
     "agent_task:agent_eval_run_cost_usd:mean_rate5m": all_of(in_range(0, 5), some_positive),
     "agent_task:agent_eval_run_health_score:mean_rate5m": in_range(1, 100),
+    "agent_eval:context_cost_jump:min_factor": equals(2.0),
+    "agent_eval:context_cost_jump:min_calls": equals(20.0),
+    "tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1h": all_of(in_range(0, 1), some_positive),
+    # like the offset1d rule above: its window covers the first seconds of data
+    "tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1d_offset1h": in_range(0, 1),
 }
 
 

@@ -425,6 +425,51 @@ def agent_runs() -> list[Panel]:
     ]
 
 
+def true_cost() -> list[Panel]:
+    """True cost: what each tool call's result adds to the run's later model calls (docs/true-cost.md)."""
+    tool_agent = 'job=~"$job", gen_ai_agent_name=~"$agent", gen_ai_tool_name=~"$tool"'
+    return [
+        timeseries(
+            "Context cost per tool call",
+            ("Mean USD of later model-call input that one call's result caused, per tool and agent over the last "
+             "hour, with the same over the previous day (dashed): the context-cost jump alert compares the two."),
+            "currencyUSD",
+            series(f"tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1h{{{tool_agent}}}",
+                   "{{gen_ai_agent_name}} / {{gen_ai_tool_name}}"),
+            series(f"tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1d_offset1h{{{tool_agent}}}",
+                   "{{gen_ai_agent_name}} / {{gen_ai_tool_name}} (previous day)"),
+            decimals=6, dashed={"B": None},
+        ),
+        timeseries(
+            "True cost per tool call",
+            ("The catalog's price of one call plus the mean context cost its result caused over the last hour, "
+             "per tool: what a call of the tool really costs the agent."),
+            "currencyUSD",
+            series(('max by (gen_ai_tool_name) (agent_eval_tool_cost_per_call_usd{job=~"$job", gen_ai_tool_name=~"$tool"}) '
+                    f'+ on (gen_ai_tool_name) sum by (gen_ai_tool_name) (rate(agent_eval_tool_context_cost_usd_total{{{tool_agent}}}[1h])) '
+                    f'/ sum by (gen_ai_tool_name) (rate(agent_eval_tool_context_calls_total{{{tool_agent}}}[1h]))'),
+                   "{{gen_ai_tool_name}}"),
+            decimals=6,
+        ),
+        timeseries(
+            "Input tokens added by tool results",
+            "Input tokens per second that tool results added to later model calls, stacked by tool.",
+            "short",
+            series(f"sum by (gen_ai_tool_name) (rate(agent_eval_tool_context_tokens_total{{{tool_agent}}}[$__rate_interval]))",
+                   "{{gen_ai_tool_name}}"),
+            stacked=True,
+        ),
+        timeseries(
+            "Context cost per hour by agent",
+            "USD per hour of model-call input caused by tool results, per agent.",
+            "currencyUSD",
+            series(f"3600 * sum by (gen_ai_agent_name) (rate(agent_eval_tool_context_cost_usd_total{{{tool_agent}}}[$__rate_interval]))",
+                   "{{gen_ai_agent_name}}"),
+            decimals=4,
+        ),
+    ]
+
+
 def processor_health() -> list[Panel]:
     """Processor health."""
     return [
@@ -486,6 +531,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Panel]]]] = [
     ("Tool choice", tool_choice),
     ("Latency", latency),
     ("Agent runs", agent_runs),
+    ("True cost", true_cost),
     ("Processor health", processor_health),
 ]
 
