@@ -25,6 +25,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
+from ..core.noise import sdk_span_may_matter
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
@@ -32,7 +33,7 @@ from .otlp_metrics import histograms_setting
 from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
-_START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
+_START, _SPAN, _NOISE = 0, 1, 2  # what a queued item is: an agent start, an ended span, a span to redact only
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
@@ -80,7 +81,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._downstream_full = _queue_full_check(forward_to)
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
-        self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
+        # traces with spans handed off -> the ids of their spans that matter by core/noise.py's rule 5 (None: none yet)
+        self._active: dict[int, set[int] | None] = {}
         self._active_limit = 4 * max_open_traces
         self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
@@ -126,7 +128,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
             name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
                     else agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs)))
             if name is not None:
-                self._active[span.context.trace_id] = None
+                context = span.context
+                _held(self._active, context.trace_id).add(context.span_id)  # its end matters (core/noise.py, rule 5)
                 self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_start", exc)
@@ -141,17 +144,28 @@ class AgentEvalSpanProcessor(SpanProcessor):
         try:
             attrs = attribute_dict(span)
             pipeline, active, trace_id = self.pipeline, self._active, span.context.trace_id
-            if pipeline.is_typed(attrs) or (active and trace_id in active):
-                active[trace_id] = None
+            in_active = active and trace_id in active
+            if pipeline.is_typed(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
+                parent = span.parent  # a span that matters makes its parent matter (core/noise.py, rule 5)
+                if parent is not None:
+                    _held(active, trace_id).add(parent.span_id)
+                elif not in_active:
+                    active[trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
                 if convention_of(attrs, pipeline.state.custom, pipeline.state.catalog.ignore_tools) is not None:
                     self.metrics.tool_calls_unscored.bump()
-            elif pipeline.redactor is not None and self._queue.put((_SPAN, span, attrs)):
-                return  # with redaction on, every span leaves through the pipeline
-            else:
+            elif pipeline.redactor is None:  # noise (core/noise.py), or a trace with nothing to score: passed on as it is
                 self.metrics.ignored.bump()
+            elif not in_active and sdk_span_may_matter(span, None):
+                if self._queue.put((_SPAN, span, attrs)):  # with redaction on, every span leaves through the pipeline
+                    return
+                self.metrics.ignored.bump()
+            else:  # noise: the pipeline's thread only redacts it (the core would only count it, as here)
+                self.metrics.ignored.bump()
+                if self._queue.put((_NOISE, span, None)):
+                    return
             span = pipeline.outgoing(span)  # redacted here when it could not be queued: fail closed
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_end", exc)
@@ -168,6 +182,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         kind, span, extra = item
         if kind == _START:
             out = self.pipeline.agent_started(span, extra)
+        elif kind == _NOISE:
+            out = [self.pipeline.outgoing(span)]  # noise with redaction on: redacted, not evaluated
         else:
             facts = span_facts(span)
             out = self.pipeline.ended(span, extra, facts)
@@ -240,6 +256,14 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
         self._closers.append(close)
+
+
+def _held(active: dict[int, set[int] | None], trace_id: int) -> set[int]:
+    """The ids of a trace's spans that matter by rule 5 (core/noise.py), made when first needed."""
+    held = active.get(trace_id)
+    if held is None:
+        held = active[trace_id] = set()
+    return held
 
 
 def _queue_full_check(forward_to: SpanProcessor | None) -> Callable[[], bool] | None:

@@ -1,0 +1,191 @@
+"""Which spans cannot matter to the evaluation: the one rule every fast path follows (this module is its specification).
+
+Most spans of a real agent trace are HTTP client calls, database queries, framework internals and
+auto-instrumented servers. The core does nothing with such a span but count it (`spans_ignored`) and pass it on;
+the paths that carry it (the processor's `on_end`, `serve`'s reader, `score`'s reader) send it by a fast path
+instead of building it and running the core on it. The rule errs towards "matters": a span it cannot decide
+about takes the full path, where it is merely slower; a span the full path would treat differently is never
+noise. `tests/test_noise.py` holds the outputs of both paths equal on generated traces.
+
+A span MAY MATTER, and takes the full path, when any of these holds (`may_matter`):
+
+1. it is *typed*: one of the kind keys (`gen_ai.operation.name`, `openinference.span.kind`, `traceloop.span.kind`,
+   `ai.operationId`) or the catalog's custom tool-name key is among its attributes (`Pipeline.is_typed`). That
+   covers every tool call (`convention_of`), model call (`llm_call_of`), agent and workflow span
+   (`agent_name_of`), llama-index's `setup_agent` CHAIN (`workflow_agent_of`), and Vercel AI's runs; none of
+   them is recognised without a kind key;
+2. it is its trace's *local root* (no parent, or a remote one): it closes its trace's runs (`span_ended`), names
+   a trace run (`FunctionAgent.run`), is the root whose attributes and resource route the run and which is
+   enriched, and is remembered for spans that end after it (`recent_roots`, late calls);
+3. its status is *ERROR*: it fails a tool span above it left UNSET (`child_failed`, `call_error`);
+4. its name starts `invoke_agent ` or `invoke_workflow ` (`RUN_ROOT_SPAN_PREFIXES`): it announces a run as it
+   starts (`agent_at_start`), and its end closes that run;
+5. it *holds a model call*: its span id is among its trace's `llm_parents` (`RunTracker.llm_inside`: a model
+   call whose spans nest through others, google-adk `call_llm` > `generate_content` > a client's span, is
+   counted once). This one depends on the spans that ended before it, so each path decides it its own way:
+
+   - where the spans come as one ordered stream (`score` and `serve` replay each file or request), the noise
+     span is read only as far as its ids and times (`Noise`) and stays in the replay: `noise_ended` does what
+     the core does with it (counts it ignored, moves a model call's mark to its parent), so the replay's order,
+     its clock and its clock-skew corrections are those of the full path;
+   - the processor decides on the app's thread, before the core has seen the span's children: there a span
+     matters when it is the parent of a span that mattered and ended before it, or announced an agent run as it
+     started (`held`: every mark `llm_inside` could find is one of these).
+
+Nothing else a span that is neither typed, a root, failed nor named as a run feeds: routing reads the attributes
+of tool spans and run roots and the resource of those; agent names come from typed spans and root names;
+deferred calls and late spans are tool and model spans; the TTL clock moves only with spans that open a trace.
+
+Redaction (`core/redact.py`) stays on every span that leaves: the processor queues noise to its thread, which only
+redacts and forwards it (no evaluation); `serve` with redaction on builds every span as before (its noise is
+redacted by the one redactor, so no fast path there); `score` forwards nothing.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from . import conventions as c
+from .recognize import SpanFacts
+
+__all__ = ["RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter", "noise_ended", "sdk_span_may_matter", "typed_keys"]
+
+RUN_NAME_PREFIXES = c.RUN_ROOT_SPAN_PREFIXES  # rule 4
+KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID)  # rule 1
+_ERROR = StatusCode.ERROR
+_new_tuple = tuple.__new__
+
+
+def may_matter(typed: bool, name: Any, is_error: bool, is_root: bool) -> bool:
+    """Rules 1-4: whether a span may matter by what it carries itself (rule 5 is the caller's, see the module)."""
+    return typed or is_root or is_error or type(name) is not str or name.startswith(RUN_NAME_PREFIXES)
+
+
+def typed_keys(custom_tool_key: str | None) -> frozenset[str]:
+    """The attribute keys that make a span typed (rule 1): the kind keys, and the catalog's custom tool-name key."""
+    return frozenset(KIND_KEYS + ((custom_tool_key,) if custom_tool_key else ()))
+
+
+def sdk_span_may_matter(span: ReadableSpan, held: Collection[int] | None) -> bool:
+    """Rules 2-5 for an untyped finished SDK span in the processor (rule 1 decided already, `Pipeline.is_typed`):
+    `held` are the ids of the spans of its trace that rule 5 makes matter. Anything unusual (a span of another
+    implementation) matters."""
+    try:
+        parent, status, name, context = span._parent, span._status, span._name, span._context  # type: ignore[attr-defined]
+        if parent is None or parent[2] or status.status_code is _ERROR:  # a SpanContext: (trace, span, is_remote, ...)
+            return True
+        if type(name) is not str or name.startswith(RUN_NAME_PREFIXES):
+            return True
+        return held is not None and context[1] in held
+    except Exception:  # noqa: BLE001 - not the SDK's ReadableSpan: the full path reads it
+        return True
+
+
+class Noise:
+    """A span that cannot matter, read only as far as its place in the replay: its `SpanFacts` (ids and times),
+    and what forwards it as it came (`payload`: the reader's, e.g. its protobuf bytes; None when nothing is
+    forwarded). Stands in for the span in `score`'s and `serve`'s replays."""
+
+    __slots__ = ("facts", "key", "payload")
+
+    def __init__(self, facts: SpanFacts, payload: Any = None) -> None:
+        self.facts = facts
+        self.key = facts[0] << 64 | facts[1]  # (trace id, span id), as the replays' deduplication keys spans
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return f"Noise(trace_id={self.facts[0]:032x}, span_id={self.facts[1]:016x})"
+
+
+def noise_ended(pipeline: Any, facts: SpanFacts) -> None:
+    """What `Pipeline.ended` does with a span that cannot matter, and no more: it counts it ignored and, when the span
+    holds a model call counted below it, marks its parent instead (rule 5, `RunTracker.llm_inside`)."""
+    try:
+        pipeline.sink.span_ignored()
+        pipeline.runs.llm_inside(facts[0], facts[1], facts[2])
+    except Exception as exc:  # noqa: BLE001 - never break the host app
+        pipeline.failed("on_end", exc)
+
+
+# -- OTLP/JSON (`score`): decided on the decoded request, before a span is built -------------------------------------
+
+def json_noise(keys: Collection[str]) -> Callable[[Mapping[str, Any]], Noise | None]:
+    """A reader of one OTLP/JSON span object (as the Collector's file exporter writes it) that returns its `Noise`
+    when it cannot matter, else None (then it is read whole). `keys`: `typed_keys(...)`.
+
+    Noise only when every field the full reader (`otlp.json_spans.otlp_span`) checks reads cleanly in its common
+    spelling, so a span it would skip with a problem is read by it and skipped the same: hex ids of the right
+    length, times as decimal strings, plain attribute values (a string, or an int as a decimal string), no events,
+    links or trace state, integer flags and status code. Anything else takes the full path.
+    """
+    from ..otlp.json_spans import _hex
+
+    keys = frozenset(keys)
+    remote_bits = 0x300  # OTLP SpanFlags HAS_IS_REMOTE | IS_REMOTE
+    error_codes = (2, "STATUS_CODE_ERROR")
+    plain_codes = (0, 1, "STATUS_CODE_UNSET", "STATUS_CODE_OK")
+
+    def noise(item: Mapping[str, Any]) -> Noise | None:
+        get = item.get
+        if get("events") or get("links") or get("traceState") or get("trace_state") or len(item) > _MAX_FIELDS:
+            return None
+        kind = get("kind")
+        if kind is not None and type(kind) is not int and type(kind) is not str:
+            return None  # the full reader looks it up: an unhashable kind is a problem there
+        parent_text, name = get("parentSpanId"), get("name")
+        if type(parent_text) is not str or len(parent_text) != 16 or type(name) is not str:
+            return None  # a local root (rule 2), or a spelling the full reader reads
+        if name.startswith(RUN_NAME_PREFIXES):
+            return None
+        status = get("status")
+        if status:
+            if type(status) is not dict:
+                return None
+            code = status.get("code", 0)
+            if code in error_codes or code not in plain_codes or type(code) is bool:
+                return None
+        flags = get("flags") or 0
+        if type(flags) is not int or flags & remote_bits == remote_bits:
+            return None  # a remote parent: a local root (rule 2)
+        attributes = get("attributes")
+        if attributes:
+            if type(attributes) is not list:
+                return None
+            for kv in attributes:
+                if type(kv) is not dict:
+                    return None
+                key, value = kv.get("key"), kv.get("value")
+                if type(key) is not str or key in keys or type(value) is not dict or len(value) != 1:
+                    return None
+                text = value.get("stringValue")
+                if type(text) is not str:
+                    text = value.get("intValue")
+                    if not (type(text) is str and len(text) < 19 and text.isascii() and text.isdigit()):
+                        return None
+        trace_text, span_text = get("traceId"), get("spanId")
+        if (type(trace_text) is not str or len(trace_text) != 32 or type(span_text) is not str or len(span_text) != 16
+                or not (_hex(trace_text) and _hex(span_text) and _hex(parent_text))):
+            return None
+        trace_id, span_id, parent_id = int(trace_text, 16), int(span_text, 16), int(parent_text, 16)
+        if not (trace_id and span_id and parent_id):
+            return None
+        start, end = _time(get("startTimeUnixNano")), _time(get("endTimeUnixNano"))
+        if start is None or end is None:
+            return None  # absent, zero, or a spelling the full reader reads (and counts malformed where it must)
+        return Noise(_new_tuple(SpanFacts, (trace_id, span_id, parent_id, False, start, end)))
+
+    return noise
+
+
+_MAX_FIELDS = 16  # an OTLP Span has 16 fields: more are other spellings, which the full reader reads
+
+
+def _time(raw: Any) -> int | None:
+    """`otlp.json_spans._time` for its clean case, a decimal string of a positive fixed64; else None (full path)."""
+    if type(raw) is not str or not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if 0 < value < 1 << 64 else None
