@@ -25,7 +25,8 @@ A span MAY MATTER, and takes the full path, when any of these holds (`may_matter
    counted once). This one depends on the spans that ended before it, so each path decides it its own way:
 
    - where the spans come as one ordered stream (`score` and `serve` replay each file or request), the noise
-     span is read only as far as its ids and times (`Noise`) and stays in the replay: `noise_ended` does what
+     span is read only as far as its ids and times (`otlp.messages.Noise`, with its message in `serve`) and stays
+     in the replay: `noise_ended` does what
      the core does with it (counts it ignored, moves a model call's mark to its parent), so the replay's order,
      its clock and its clock-skew corrections are those of the full path;
    - the processor decides on the app's thread, before the core has seen the span's children: there a span
@@ -42,14 +43,15 @@ redacted by the one redactor, so no fast path there); `score` forwards nothing.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from ..otlp.messages import Noise
 from . import conventions as c
-from .recognize import SpanFacts
 
 __all__ = ["RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter", "noise_ended", "sdk_span_may_matter", "typed_keys"]
 
@@ -84,23 +86,7 @@ def sdk_span_may_matter(span: ReadableSpan, held: Collection[int] | None) -> boo
         return True
 
 
-class Noise:
-    """A span that cannot matter, read only as far as its place in the replay: its `SpanFacts` (ids and times),
-    and what forwards it as it came (`payload`: the reader's, e.g. its protobuf bytes; None when nothing is
-    forwarded). Stands in for the span in `score`'s and `serve`'s replays."""
-
-    __slots__ = ("facts", "key", "payload")
-
-    def __init__(self, facts: SpanFacts, payload: Any = None) -> None:
-        self.facts = facts
-        self.key = facts[0] << 64 | facts[1]  # (trace id, span id), as the replays' deduplication keys spans
-        self.payload = payload
-
-    def __repr__(self) -> str:
-        return f"Noise(trace_id={self.facts[0]:032x}, span_id={self.facts[1]:016x})"
-
-
-def noise_ended(pipeline: Any, facts: SpanFacts) -> None:
+def noise_ended(pipeline: Any, facts: Any) -> None:
     """What `Pipeline.ended` does with a span that cannot matter, and no more: it counts it ignored and, when the span
     holds a model call counted below it, marks its parent instead (rule 5, `RunTracker.llm_inside`)."""
     try:
@@ -121,71 +107,63 @@ def json_noise(keys: Collection[str]) -> Callable[[Mapping[str, Any]], Noise | N
     length, times as decimal strings, plain attribute values (a string, or an int as a decimal string), no events,
     links or trace state, integer flags and status code. Anything else takes the full path.
     """
-    from ..otlp.json_spans import _hex
-
     keys = frozenset(keys)
+    plain_fields = _PLAIN_FIELDS.issuperset
+    hex_ids = _HEX_IDS.fullmatch
     remote_bits = 0x300  # OTLP SpanFlags HAS_IS_REMOTE | IS_REMOTE
     error_codes = (2, "STATUS_CODE_ERROR")
     plain_codes = (0, 1, "STATUS_CODE_UNSET", "STATUS_CODE_OK")
+    prefixes = RUN_NAME_PREFIXES
 
+    # Hot: once per span of a file. Anything unexpected in the shapes read raises, and takes the full path.
     def noise(item: Mapping[str, Any]) -> Noise | None:
+        if not plain_fields(item):
+            return None  # events, links, a trace state, other spellings: the full reader reads them
         get = item.get
-        if get("events") or get("links") or get("traceState") or get("trace_state") or len(item) > _MAX_FIELDS:
-            return None
-        kind = get("kind")
-        if kind is not None and type(kind) is not int and type(kind) is not str:
-            return None  # the full reader looks it up: an unhashable kind is a problem there
-        parent_text, name = get("parentSpanId"), get("name")
-        if type(parent_text) is not str or len(parent_text) != 16 or type(name) is not str:
-            return None  # a local root (rule 2), or a spelling the full reader reads
-        if name.startswith(RUN_NAME_PREFIXES):
-            return None
-        status = get("status")
-        if status:
-            if type(status) is not dict:
-                return None
-            code = status.get("code", 0)
-            if code in error_codes or code not in plain_codes or type(code) is bool:
-                return None
-        flags = get("flags") or 0
-        if type(flags) is not int or flags & remote_bits == remote_bits:
-            return None  # a remote parent: a local root (rule 2)
-        attributes = get("attributes")
-        if attributes:
-            if type(attributes) is not list:
-                return None
-            for kv in attributes:
-                if type(kv) is not dict:
-                    return None
-                key, value = kv.get("key"), kv.get("value")
-                if type(key) is not str or key in keys or type(value) is not dict or len(value) != 1:
-                    return None
-                text = value.get("stringValue")
-                if type(text) is not str:
+        try:
+            parent_text, name = get("parentSpanId"), get("name")
+            if not parent_text or type(name) is not str or name.startswith(prefixes):
+                return None  # a local root (rule 2), a run named (rule 4)
+            status = get("status")
+            if status:
+                code = status.get("code", 0)
+                if code in error_codes or code not in plain_codes or type(code) is bool:
+                    return None  # ERROR (rule 3), or a code the full reader reads its own way
+            flags = get("flags") or 0
+            if type(flags) is not int or flags & remote_bits == remote_bits:
+                return None  # a remote parent: a local root (rule 2)
+            kind = get("kind")
+            if kind is not None and type(kind) is not int and type(kind) is not str:
+                return None  # the full reader looks it up: an unhashable kind is a problem there
+            for kv in get("attributes") or ():
+                key, value = kv["key"], kv["value"]
+                if key in keys or type(key) is not str:
+                    return None  # typed (rule 1)
+                if type(value.get("stringValue")) is not str:
                     text = value.get("intValue")
-                    if not (type(text) is str and len(text) < 19 and text.isascii() and text.isdigit()):
+                    if not (type(text) is str and len(value) == 1 and len(text) < 19 and text.isascii() and text.isdigit()):
                         return None
-        trace_text, span_text = get("traceId"), get("spanId")
-        if (type(trace_text) is not str or len(trace_text) != 32 or type(span_text) is not str or len(span_text) != 16
-                or not (_hex(trace_text) and _hex(span_text) and _hex(parent_text))):
+            span_text = get("spanId")
+            if len(span_text) != 16 or len(parent_text) != 16:
+                return None
+            ids = get("traceId") + span_text + parent_text  # 32 + 16 + 16 hex digits
+            start, end = get("startTimeUnixNano"), get("endTimeUnixNano")
+            if (hex_ids(ids) is None or type(start) is not str or type(end) is not str or not start.isascii()
+                    or not end.isascii() or not start.isdigit() or not end.isdigit()):
+                return None
+            start, end, value = int(start), int(end), int(ids, 16)
+        except (AttributeError, TypeError, KeyError):
             return None
-        trace_id, span_id, parent_id = int(trace_text, 16), int(span_text, 16), int(parent_text, 16)
-        if not (trace_id and span_id and parent_id):
+        trace_id, span_id, parent_id = value >> 128, (value >> 64) & _ID_MASK, value & _ID_MASK
+        if not (trace_id and span_id and parent_id and 0 < start < _FIXED64 and 0 < end < _FIXED64):
             return None
-        start, end = _time(get("startTimeUnixNano")), _time(get("endTimeUnixNano"))
-        if start is None or end is None:
-            return None  # absent, zero, or a spelling the full reader reads (and counts malformed where it must)
-        return Noise(_new_tuple(SpanFacts, (trace_id, span_id, parent_id, False, start, end)))
+        return _new_tuple(Noise, (trace_id, span_id, parent_id, False, start, end, None, None))
 
     return noise
 
 
-_MAX_FIELDS = 16  # an OTLP Span has 16 fields: more are other spellings, which the full reader reads
-
-
-def _time(raw: Any) -> int | None:
-    """`otlp.json_spans._time` for its clean case, a decimal string of a positive fixed64; else None (full path)."""
-    if type(raw) is not str or not raw.isascii() or not raw.isdigit():
-        return None
-    value = int(raw)
-    return value if 0 < value < 1 << 64 else None
+# the fields an OTLP/JSON span has in the spelling the Collector writes, less events, links and a trace state
+_PLAIN_FIELDS = frozenset({"traceId", "spanId", "parentSpanId", "flags", "name", "kind", "startTimeUnixNano", "endTimeUnixNano",
+                           "attributes", "droppedAttributesCount", "droppedEventsCount", "droppedLinksCount", "status"})
+_HEX_IDS = re.compile(r"[0-9a-fA-F]{64}")  # a trace id, a span id and a parent id, in hex (`int` takes more)
+_ID_MASK, _FIXED64 = (1 << 64) - 1, 1 << 64

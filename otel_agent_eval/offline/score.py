@@ -224,8 +224,8 @@ def replay_events(spans: Iterable[ReadableSpan], agent_at: Callable[[Mapping[str
     items, exhausted = enumerate(spans), window <= 0
     while True:
         for seq, span in items:
-            if type(span) is Noise:  # a span that cannot matter (core/noise.py): its ids and times, no attributes
-                facts, attrs = span.facts, _NO_ATTRIBUTES
+            if type(span) is Noise:  # a span that cannot matter (core/noise.py): its own SpanFacts, no attributes
+                facts, attrs = span, _NO_ATTRIBUTES
             else:
                 facts = span_facts(span)
                 attrs = getattr(span, "_attributes", None)
@@ -300,7 +300,7 @@ class Deduplicator:
         seen, order, memory, fresh = self.seen, self.order, self.memory, []
         for span in spans:
             if type(span) is Noise:
-                key = span.key
+                key = span[0] << 64 | span[1]
             else:
                 # the SDK's fields, not its properties (Python calls): a SpanContext is a tuple (trace id, span id, ...)
                 context = span._context if type(span) is ReadableSpan else span.context

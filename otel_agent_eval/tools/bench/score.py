@@ -65,8 +65,9 @@ class CollectorFileExporter(SpanExporter):
             self.batch = []
 
 
-def write_demo(path: str, count: int, opener: Any = open) -> int:
-    """About `count` spans of the demo's simulated agent runs (4.1 spans a run), one run a second of recorded time."""
+def write_demo(path: str, count: int, opener: Any = open, noise_leaves: int = 0) -> int:
+    """About `count` spans of the demo's simulated agent runs (4.1 spans a run; 13.4 with `noise_leaves`=3, the
+    realistic mix), one run a second of recorded time."""
     now = [T0]
 
     def clock() -> int:
@@ -77,8 +78,9 @@ def write_demo(path: str, count: int, opener: Any = open) -> int:
     with opener(path, "wt") as out:
         exporter = CollectorFileExporter(out)
         while written < count:
-            runs = max(1, min(1000, (count - written) // 4))
-            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock).spans
+            runs = max(1, min(1000, (count - written) // (4 + 3 * noise_leaves)))
+            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock,
+                                    noise_leaves=noise_leaves).spans
         exporter.flush()
     return written
 
