@@ -71,6 +71,24 @@ def typed_keys(custom_tool_key: str | None) -> frozenset[str]:
     return frozenset(KIND_KEYS + ((custom_tool_key,) if custom_tool_key else ()))
 
 
+def pipeline_keys(pipeline: Any) -> list[str] | None:
+    """The attribute keys that make a span typed under the pipeline's catalog now (a reload may change its custom
+    tool-name key), as `serve`'s native reader takes them; None when redaction is on (then every span is built and
+    redacted: no fast path, see the module)."""
+    if pipeline.redactor is not None:
+        return None
+    state = pipeline.state
+    cached = _KEYS_OF.get(id(state))
+    if cached is None or cached[0] is not state:
+        custom = state.custom
+        _KEYS_OF.clear()  # one catalog in force at a time
+        cached = _KEYS_OF[id(state)] = (state, sorted(typed_keys(custom.tool_name[0] if custom is not None else None)))
+    return cached[1]
+
+
+_KEYS_OF: dict[int, tuple[Any, list[str]]] = {}
+
+
 def sdk_span_may_matter(span: ReadableSpan, held: Collection[int] | None) -> bool:
     """Rules 2-5 for an untyped finished SDK span in the processor (rule 1 decided already, `Pipeline.is_typed`):
     `held` are the ids of the spans of its trace that rule 5 makes matter. Anything unusual (a span of another
