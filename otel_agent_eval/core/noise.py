@@ -37,12 +37,16 @@ Nothing else a span that is neither typed, a root, failed nor named as a run fee
 of tool spans and run roots and the resource of those; agent names come from typed spans and root names;
 deferred calls and late spans are tool and model spans; the TTL clock moves only with spans that open a trace.
 
+`OTEL_AGENT_EVAL_NOISE_FAST_PATH=0` (read at import; `FAST_PATH` at run time) sends every span by the full path, as
+before the fast path existed: the bench measures the old path so, and it is a switch to rule the fast path out.
+
 Redaction (`core/redact.py`) stays on every span that leaves: the processor queues noise to its thread, which only
 redacts and forwards it (no evaluation); `serve` with redaction on builds every span as before (its noise is
 redacted by the one redactor, so no fast path there); `score` forwards nothing.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -55,6 +59,7 @@ from . import conventions as c
 
 __all__ = ["RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter", "noise_ended", "sdk_span_may_matter", "typed_keys"]
 
+FAST_PATH = os.environ.get("OTEL_AGENT_EVAL_NOISE_FAST_PATH", "1").strip() != "0"  # False: every span the full path
 RUN_NAME_PREFIXES = c.RUN_ROOT_SPAN_PREFIXES  # rule 4
 KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID)  # rule 1
 _ERROR = StatusCode.ERROR
@@ -75,7 +80,7 @@ def pipeline_keys(pipeline: Any) -> list[str] | None:
     """The attribute keys that make a span typed under the pipeline's catalog now (a reload may change its custom
     tool-name key), as `serve`'s native reader takes them; None when redaction is on (then every span is built and
     redacted: no fast path, see the module)."""
-    if pipeline.redactor is not None:
+    if pipeline.redactor is not None or not FAST_PATH:
         return None
     state = pipeline.state
     cached = _KEYS_OF.get(id(state))
@@ -93,6 +98,8 @@ def sdk_span_may_matter(span: ReadableSpan, held: Collection[int] | None) -> boo
     """Rules 2-5 for an untyped finished SDK span in the processor (rule 1 decided already, `Pipeline.is_typed`):
     `held` are the ids of the spans of its trace that rule 5 makes matter. Anything unusual (a span of another
     implementation) matters."""
+    if not FAST_PATH:
+        return True
     try:
         parent, status, name, context = span._parent, span._status, span._name, span._context  # type: ignore[attr-defined]
         if parent is None or parent[2] or status.status_code is _ERROR:  # a SpanContext: (trace, span, is_remote, ...)

@@ -31,6 +31,7 @@ from opentelemetry.trace import SpanContext
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
+from ..core import noise as noise_rule
 from ..core.noise import Noise, json_noise, noise_ended, typed_keys
 from ..core.pipeline import NoSink, Pipeline
 from ..core.recognize import SpanFacts, ToolCallRecord, agent_at_start, attribute_dict, span_facts
@@ -89,7 +90,8 @@ def score_traces(
         on_call=_both(builder.call, on_call), on_run=_both(builder.run, on_run), sees_starts=False, clock=clock, **options)
     # spans that cannot matter are read only as far as their place in the replay (core/noise.py); `on_span` sees all
     custom = pipeline.state.custom
-    noise = json_noise(typed_keys(custom.tool_name[0] if custom is not None else None)) if on_span is None else None
+    noise = (json_noise(typed_keys(custom.tool_name[0] if custom is not None else None))
+             if on_span is None and noise_rule.FAST_PATH else None)
     spans = RecordedSpans(paths, on_problem=on_problem, on_progress=on_progress, noise=noise)
     if registry is None:  # no one reads the Prometheus series: the report is built from the callbacks alone
         pipeline.sink = NoSink()

@@ -20,12 +20,14 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.trace import SpanContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
-from ..core.noise import sdk_span_may_matter
+from ..core.noise import RUN_NAME_PREFIXES, sdk_span_may_matter, typed_keys
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
@@ -84,6 +86,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
         # traces with spans handed off -> the ids of their spans that matter by core/noise.py's rule 5 (None: none yet)
         self._active: dict[int, set[int] | None] = {}
         self._active_limit = 4 * max_open_traces
+        self._kinds: tuple[Any, frozenset[str]] = (None, frozenset())  # (catalog state, the keys that make a span typed)
         self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
                                 tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
@@ -124,9 +127,20 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            attrs = attribute_dict(span)
-            name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
-                    else agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs)))
+            if type(span) is Span:  # the SDK's: its fields read directly, as in on_end
+                attrs, name = span._attributes, span._name
+                attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
+            else:
+                attrs, name = attribute_dict(span), span.name
+            kinds = self._kinds
+            if kinds[0] is not self.pipeline.state:
+                self._typed_keys()
+                kinds = self._kinds
+            if kinds[1].isdisjoint(attrs):  # untyped: only a run's name announces an agent (agent_at_start)
+                name = agent_at_start(attrs, name, False) if type(name) is str and name.startswith(RUN_NAME_PREFIXES) else None
+            else:
+                name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
+                        else agent_at_start(attrs, span.name, True))
             if name is not None:
                 context = span.context
                 _held(self._active, context.trace_id).add(context.span_id)  # its end matters (core/noise.py, rule 5)
@@ -142,10 +156,19 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         self.metrics.seen.bump()
         try:
-            attrs = attribute_dict(span)
-            pipeline, active, trace_id = self.pipeline, self._active, span.context.trace_id
+            pipeline, active = self.pipeline, self._active
+            if type(span) is ReadableSpan:  # the SDK's: its fields read directly (`attribute_dict`'s and the
+                attrs, context = span._attributes, span._context  # properties' way, without their Python calls)
+                attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
+            else:
+                attrs, context = attribute_dict(span), span.context
+            trace_id = context[0] if type(context) is SpanContext else context.trace_id
             in_active = active and trace_id in active
-            if pipeline.is_typed(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
+            kinds = self._kinds
+            if kinds[0] is not pipeline.state:
+                self._typed_keys()
+                kinds = self._kinds
+            if not kinds[1].isdisjoint(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
                 parent = span.parent  # a span that matters makes its parent matter (core/noise.py, rule 5)
                 if parent is not None:
                     _held(active, trace_id).add(parent.span_id)
@@ -158,6 +181,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
                     self.metrics.tool_calls_unscored.bump()
             elif pipeline.redactor is None:  # noise (core/noise.py), or a trace with nothing to score: passed on as it is
                 self.metrics.ignored.bump()
+                if self.forward_to is not None:
+                    self._forward([span])
+                return
             elif not in_active and sdk_span_may_matter(span, None):
                 if self._queue.put((_SPAN, span, attrs)):  # with redaction on, every span leaves through the pipeline
                     return
@@ -172,6 +198,15 @@ class AgentEvalSpanProcessor(SpanProcessor):
             if self.pipeline.redactor is not None:
                 return  # a span that could not be redacted does not leave
         self._forward([span])
+
+    def _typed_keys(self) -> frozenset[str]:
+        """The attribute keys that make a span typed (`Pipeline.is_typed`: a kind key or the catalog's custom tool-name
+        key), for the catalog in force: read again after a reload."""
+        kinds, state = self._kinds, self.pipeline.state
+        if kinds[0] is not state:
+            custom = state.custom
+            kinds = self._kinds = (state, typed_keys(custom.tool_name[0] if custom is not None else None))
+        return kinds[1]
 
     def drain(self) -> None:
         """Process every span handed off so far (a scrape, `force_flush` and `shutdown` do this)."""

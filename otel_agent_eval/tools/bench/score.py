@@ -130,10 +130,11 @@ def read_child(path: str) -> None:
     print(json.dumps({"spans": spans.stats.spans, "cpu_s": time.process_time() - cpu}))
 
 
-def score_once(path: str, mode: str = "--score-child") -> dict[str, Any]:
-    """What the fresh process printed: scoring `path`, or (`--read-child`) reading it alone."""
+def score_once(path: str, mode: str = "--score-child", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the fresh process printed: scoring `path`, or (`--read-child`) reading it alone; `env`: added to its
+    environment (`OTEL_AGENT_EVAL_NOISE_FAST_PATH=0`: the old path)."""
     child = subprocess.run([sys.executable, "-m", "otel_agent_eval.bench", mode, path],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env={**os.environ, **env} if env else None)
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or [""])[-1]
         raise RuntimeError(f"scoring {path} failed (exit {child.returncode}): {last}")
