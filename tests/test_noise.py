@@ -244,3 +244,17 @@ def test_json_noise_on_a_plain_http_span() -> None:
     typed = {**item, "attributes": item["attributes"] + [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]}
     assert rule(typed) is None  # typed (rule 1)
     assert json_noise(typed_keys("tool_name"))({**item, "attributes": [{"key": "tool_name", "value": {"stringValue": "x"}}]}) is None
+
+
+def test_the_switch_sends_every_span_by_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OTEL_AGENT_EVAL_NOISE_FAST_PATH=0` (`FAST_PATH`): the processor runs the core on every span of a trace with
+    something to score, serve's reader gets no keys, score reads every span whole."""
+    calls = traces(3)
+    leaves = {s.context.span_id for s in _ended_spans(calls) if s.name in ("GET", "SELECT orders") and s.status.is_ok}
+    assert not leaves & set(_outputs(calls)["seen"])
+    monkeypatch.setattr(noise_rule, "FAST_PATH", False)
+    assert leaves & set(_outputs(calls)["seen"])
+    processor = AgentEvalSpanProcessor(registry=None)
+    assert noise_rule.pipeline_keys(processor.pipeline) is None
+    monkeypatch.setattr(noise_rule, "FAST_PATH", True)
+    assert noise_rule.pipeline_keys(processor.pipeline) == sorted(typed_keys(None))

@@ -57,7 +57,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
     options are those of `wiring.build_pipeline`; a bad one raises ValueError naming it.
 
     `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and agent
-    spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them. A scrape,
+    spans, and the spans of their traces that `core/noise.py`'s rule cannot rule out: roots, failures, run names,
+    spans holding others that matter); a daemon thread runs the core on them in batches and forwards them. The rest
+    (HTTP and database clients, framework internals) are counted ignored and forwarded at once. A scrape,
     `force_flush()` and `shutdown()` process what is queued first. `background=False` processes every span on the
     ending thread: less and steadier CPU where spans end on a CPU-bound thread, but a slow downstream then stalls it.
     """
