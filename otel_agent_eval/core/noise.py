@@ -26,16 +26,18 @@ A span MAY MATTER, and takes the full path, when any of these holds (`may_matter
 
    - where the spans come as one ordered stream (`score` and `serve` replay each file or request), the noise
      span is read only as far as its ids and times (`otlp.messages.Noise`, with its message in `serve`) and stays
-     in the replay: `noise_ended` does what
-     the core does with it (counts it ignored, moves a model call's mark to its parent), so the replay's order,
-     its clock and its clock-skew corrections are those of the full path;
+     in the replay: `noise_ended` does what the core does with it (counts it ignored, moves a model call's mark
+     to its parent), so the replay's order, its clock and its clock-skew corrections are the full path's;
    - the processor decides on the app's thread, before the core has seen the span's children: there a span
      matters when it is the parent of a span that mattered and ended before it, or announced an agent run as it
-     started (`held`: every mark `llm_inside` could find is one of these).
+     started (`held`: every mark `llm_inside` could find is one of these). Its traces are those it already hands
+     to its thread; a span of a trace with nothing handed off yet passes on at once, as it always did, and so
+     do the spans of traces it forgets past 4 x `max_open_traces` (only those the core no longer tracks).
 
 Nothing else a span that is neither typed, a root, failed nor named as a run feeds: routing reads the attributes
 of tool spans and run roots and the resource of those; agent names come from typed spans and root names;
-deferred calls and late spans are tool and model spans; the TTL clock moves only with spans that open a trace.
+deferred calls and late spans are tool and model spans; a trace's last activity (its TTL) moves only with the spans
+the core records in it.
 
 `OTEL_AGENT_EVAL_NOISE_FAST_PATH=0` (read at import; `FAST_PATH` at run time) sends every span by the full path, as
 before the fast path existed: the bench measures the old path so, and it is a switch to rule the fast path out.
@@ -57,7 +59,8 @@ from opentelemetry.trace import StatusCode
 from ..otlp.messages import Noise
 from . import conventions as c
 
-__all__ = ["RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter", "noise_ended", "sdk_span_may_matter", "typed_keys"]
+__all__ = ["FAST_PATH", "RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter", "noise_ended", "pipeline_keys",
+           "sdk_span_may_matter", "typed_keys"]
 
 FAST_PATH = os.environ.get("OTEL_AGENT_EVAL_NOISE_FAST_PATH", "1").strip() != "0"  # False: every span the full path
 RUN_NAME_PREFIXES = c.RUN_ROOT_SPAN_PREFIXES  # rule 4

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import SpanKind, set_span_in_context
+from opentelemetry.trace import set_span_in_context
 from prometheus_client import CollectorRegistry
 
 from ... import AgentEvalSpanProcessor

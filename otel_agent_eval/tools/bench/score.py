@@ -120,10 +120,12 @@ def read_child(path: str) -> None:
     from ...offline.score import DEFAULT_REORDER_SPANS, agent_start_reader, fewer_collections, first_copies, replay_events
     from ...otel.wiring import build_pipeline
 
+    from ...core import noise
+
     pipeline, _ = build_pipeline(registry=None, sees_starts=False)  # what names an agent at its start
     at = agent_start_reader(pipeline).at
     cpu = time.process_time()
-    spans = RecordedSpans(path)
+    spans = RecordedSpans(path, noise=noise.json_noise(noise.typed_keys(None)) if noise.FAST_PATH else None)  # as score
     with fewer_collections():
         for _ in replay_events(first_copies(spans), at, DEFAULT_REORDER_SPANS):
             pass
