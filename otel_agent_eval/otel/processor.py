@@ -171,9 +171,12 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self._typed_keys()
                 kinds = self._kinds
             if not kinds[1].isdisjoint(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
-                parent = span.parent  # a span that matters makes its parent matter (core/noise.py, rule 5)
-                if parent is not None:
-                    _held(active, trace_id).add(parent.span_id)
+                parent = span._parent if type(span) is ReadableSpan else span.parent
+                if parent is not None:  # a span that matters makes its parent matter (core/noise.py, rule 5)
+                    held = active.get(trace_id)
+                    if held is None:
+                        held = active[trace_id] = set()
+                    held.add(parent[1] if type(parent) is SpanContext else parent.span_id)
                 elif not in_active:
                     active[trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
