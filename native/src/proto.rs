@@ -12,7 +12,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::spans::{bytes, ctx, id_int, new_object, presized, set, span_context, string, time_or_none, with_dict, Cache, Ctx, Fail, R};
+use crate::spans::{
+    bytes, ctx, id_int, new_object, presized, set, span_context, string, time_or_none, tuple_of, u64_int, with_dict, Cache, Ctx, Fail, R,
+};
 
 const MAX_DEPTH: usize = 16;
 const HAS_IS_REMOTE: u32 = 0x100;
@@ -271,6 +273,7 @@ fn span<'a, 'py>(
     resource: &Bound<'py, PyAny>,
     scope: &Bound<'py, PyAny>,
     origin: Option<&Bound<'py, PyAny>>,
+    noise: Option<&[Vec<u8>]>,
 ) -> R<Bound<'py, PyAny>> {
     let mut r = Rd::new(b);
     let (mut trace_id, mut span_id, mut state, mut parent_id, mut name): (&[u8], &[u8], &[u8], &[u8], &[u8]) =
@@ -308,6 +311,28 @@ fn span<'a, 'py>(
             }
             (16, 5) => flags = r.fixed(4)? as u32,
             (_, wt) => r.skip(wt)?,
+        }
+    }
+    if let (Some(keys), Some(origin)) = (noise, origin) {
+        let plain = state.is_empty() && events.is_empty() && links.is_empty();
+        if plain && is_noise(trace_id, span_id, parent_id, name, flags, code, kvs, keys)? {
+            let msg = kept_message(py, b, (flags != HAS_IS_REMOTE).then_some(HAS_IS_REMOTE), !has_status)?;
+            let false_ = pyo3::types::PyBool::new(py, false).to_owned().into_any();
+            let ids = (
+                u128::from_be_bytes(trace_id.try_into().unwrap()),
+                u64::from_be_bytes(span_id.try_into().unwrap()),
+                u64::from_be_bytes(parent_id.try_into().unwrap()),
+            );
+            return tuple_of(py, &c.noise_cls, [
+                ids.0.into_pyobject(py).unwrap().into_any(),
+                u64_int(py, ids.1),
+                u64_int(py, ids.2),
+                false_,
+                time_or_none(py, start),
+                time_or_none(py, end),
+                msg,
+                origin.clone(),
+            ]);
         }
     }
     let attrs = attributes(py, cache, kvs, 0)?;
@@ -415,29 +440,91 @@ fn span<'a, 'py>(
     set(&d, &k[11], resource.clone())?;
     set(&d, &k[12], status)?;
     let obj = if keep {
-        let extra_flags = flags != written;
-        let extra_status = !has_status;
-        let size = b.len() + if extra_flags { 6 } else { 0 } + if extra_status { 2 } else { 0 };
-        let msg = PyBytes::new_with(py, size, |buf| {
-            buf[..b.len()].copy_from_slice(b);
-            let mut p = b.len();
-            if extra_flags {
-                buf[p..p + 2].copy_from_slice(b"\x85\x01");
-                buf[p + 2..p + 6].copy_from_slice(&written.to_le_bytes());
-                p += 6;
-            }
-            if extra_status {
-                buf[p..p + 2].copy_from_slice(b"\x7a\x00");
-            }
-            Ok(())
-        })?;
-        set(&d, &k[13], msg.into_any())?;
+        let msg = kept_message(py, b, (flags != written).then_some(written), !has_status)?;
+        set(&d, &k[13], msg)?;
         set(&d, &k[14], origin.unwrap().clone())?;
         &c.message_span
     } else {
         &c.readable_span
     };
     with_dict(py, c, obj, &d)
+}
+
+/// A kept span's message: its bytes as they came, then the span flags as the SDK's encoder writes them (`written`,
+/// when the span's own differ) and an empty status (when it has none): appended, so the last value wins.
+fn kept_message<'py>(py: Python<'py>, b: &[u8], extra_flags: Option<u32>, extra_status: bool) -> R<Bound<'py, PyAny>> {
+    let size = b.len() + if extra_flags.is_some() { 6 } else { 0 } + if extra_status { 2 } else { 0 };
+    let msg = PyBytes::new_with(py, size, |buf| {
+        buf[..b.len()].copy_from_slice(b);
+        let mut p = b.len();
+        if let Some(written) = extra_flags {
+            buf[p..p + 2].copy_from_slice(b"\x85\x01");
+            buf[p + 2..p + 6].copy_from_slice(&written.to_le_bytes());
+            p += 6;
+        }
+        if extra_status {
+            buf[p..p + 2].copy_from_slice(b"\x7a\x00");
+        }
+        Ok(())
+    })?;
+    Ok(msg.into_any())
+}
+
+/// `core/noise.py`'s rule on a span's bytes (rules 1-4; rule 5 is the replay's): noise when it is none of typed
+/// (an attribute key among `keys`), a local root (no parent, or a remote one), ERROR, or named as a run; and only
+/// where the full read would keep it as it came (valid ids, each attribute once with one scalar value), so
+/// anything else, slower, is read whole: its facts and forwarded bytes are then those of the full path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn is_noise(trace_id: &[u8], span_id: &[u8], parent_id: &[u8], name: &[u8], flags: u32, code: u64,
+                       kvs: &[&[u8]], keys: &[Vec<u8>]) -> R<bool> {
+    if trace_id.len() != 16 || span_id.len() != 8 || parent_id.len() != 8 || flags & REMOTE == REMOTE || code as i32 == 2 {
+        return Ok(false); // a bad id (the full read says why), a local root (rule 2), ERROR (rule 3)
+    }
+    if trace_id.iter().all(|&x| x == 0) || span_id.iter().all(|&x| x == 0) || parent_id.iter().all(|&x| x == 0) {
+        return Ok(false);
+    }
+    if name.starts_with(b"invoke_agent ") || name.starts_with(b"invoke_workflow ") {
+        return Ok(false); // rule 4
+    }
+    let mut seen: Vec<&[u8]> = Vec::with_capacity(kvs.len());
+    for kv in kvs {
+        let mut r = Rd::new(kv);
+        let (mut key, mut value): (&[u8], Option<&[u8]>) = (b"", None);
+        while r.more() {
+            match r.tag()? {
+                (1, 2) => key = r.ld()?,
+                (2, 2) if value.is_some() => return Ok(false),
+                (2, 2) => value = Some(r.ld()?),
+                (_, wt) => r.skip(wt)?,
+            }
+        }
+        if keys.iter().any(|k| k.as_slice() == key) || seen.contains(&key) {
+            return Ok(false); // typed (rule 1), or a key repeated: the full read does not keep the message
+        }
+        seen.push(key);
+        let Some(v) = value else { return Ok(false) };
+        let mut r = Rd::new(v);
+        let mut fields = 0;
+        while r.more() {
+            fields += 1;
+            match r.tag()? {
+                (1, 2) | (7, 2) => {
+                    r.ld()?;
+                }
+                (2, 0) | (3, 0) => {
+                    r.varint()?;
+                }
+                (4, 1) => {
+                    r.fixed(8)?;
+                }
+                _ => return Ok(false), // an array, a kvlist, anything else: the full read decides
+            }
+        }
+        if fields != 1 {
+            return Ok(false); // empty (dropped by the full read) or several (merged)
+        }
+    }
+    Ok(true)
 }
 
 /// The length-delimited values of field `number` in the message `b`, in order.
@@ -469,7 +556,15 @@ pub(crate) fn head(b: &[u8]) -> R<(Option<&[u8]>, &[u8])> {
     Ok((message, schema))
 }
 
-fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans: &Bound<'py, PyList>, problems: &Bound<'py, PyList>) -> R<()> {
+fn request<'a, 'py>(
+    py: Python<'py>,
+    c: &Ctx,
+    data: &'a [u8],
+    keep: bool,
+    noise: Option<&[Vec<u8>]>,
+    spans: &Bound<'py, PyList>,
+    problems: &Bound<'py, PyList>,
+) -> R<()> {
     let mut cache = Cache::new();
     let mut scratch: Vec<&'a [u8]> = Vec::new();
     for entry in repeated(data, 1)? {
@@ -524,7 +619,7 @@ fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans:
                 None
             };
             for item in repeated(se, 2)? {
-                match span(py, c, &mut cache, &mut scratch, item, &resource, &scope, origin.as_ref()) {
+                match span(py, c, &mut cache, &mut scratch, item, &resource, &scope, origin.as_ref(), noise) {
                     Ok(o) => spans.append(o)?,
                     Err(Fail::Problem(m)) => problems.append(m)?,
                     Err(Fail::Py(e))
@@ -544,13 +639,16 @@ fn request<'a, 'py>(py: Python<'py>, c: &Ctx, data: &'a [u8], keep: bool, spans:
 
 /// `(spans, problems)` of one serialized `ExportTraceServiceRequest` that upb parsed, as
 /// `proto_spans.spans_of_request(parsed(data), keep=keep)` gives them; `None` where that reader must read it.
+/// With `keep` and `noise` (the attribute keys that make a span typed, `core.noise.typed_keys`), a span that cannot
+/// matter is a `messages.Noise` (its facts, kept message and origin) instead of a span.
 #[pyfunction]
-#[pyo3(signature = (data, keep = false))]
-fn spans_of_message<'py>(py: Python<'py>, data: &[u8], keep: bool) -> PyResult<Option<Bound<'py, PyTuple>>> {
+#[pyo3(signature = (data, keep = false, noise = None))]
+fn spans_of_message<'py>(py: Python<'py>, data: &[u8], keep: bool, noise: Option<Vec<String>>) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let c = ctx(py)?;
     let spans = PyList::empty(py);
     let problems = PyList::empty(py);
-    match request(py, c, data, keep, &spans, &problems) {
+    let keys: Option<Vec<Vec<u8>>> = noise.map(|keys| keys.into_iter().map(String::into_bytes).collect());
+    match request(py, c, data, keep, keys.as_deref(), &spans, &problems) {
         Ok(()) => Ok(Some(PyTuple::new(py, [spans.into_any(), problems.into_any()])?)),
         Err(Fail::Unmodelled) | Err(Fail::Problem(_)) => Ok(None),
         Err(Fail::Py(e)) => Err(e),

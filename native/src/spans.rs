@@ -45,6 +45,7 @@ pub(crate) struct Ctx {
     pub(crate) resource_cls: Py<PyAny>,
     pub(crate) scope_cls: Py<PyAny>,
     pub(crate) origin_cls: Py<PyAny>,
+    pub(crate) noise_cls: Py<PyAny>,
     pub(crate) from_header: Py<PyAny>,
     pub(crate) remote_kw: Py<PyDict>,
     pub(crate) empty: Py<PyTuple>,
@@ -89,6 +90,7 @@ pub(crate) fn ctx(py: Python<'_>) -> PyResult<&Ctx> {
             resource_cls: py.import("opentelemetry.sdk.resources")?.getattr("Resource")?.unbind(),
             scope_cls: py.import("opentelemetry.sdk.util.instrumentation")?.getattr("InstrumentationScope")?.unbind(),
             origin_cls: msgs.getattr("Origin")?.unbind(),
+            noise_cls: msgs.getattr("Noise")?.unbind(),
             from_header: api.getattr("TraceState")?.getattr("from_header")?.unbind(),
             remote_kw: kw.unbind(),
             empty: PyTuple::empty(py).unbind(),
@@ -149,9 +151,14 @@ pub(crate) fn id_int<'py>(py: Python<'py>, raw: &[u8], size: usize, field: &str)
 
 /// tuple.__new__(SpanContext, items): what tuple_subtype_new does, without the intermediate tuple.
 pub(crate) fn span_context<'py>(py: Python<'py>, c: &Ctx, items: [Bound<'py, PyAny>; 6]) -> R<Bound<'py, PyAny>> {
+    tuple_of(py, &c.span_context, items)
+}
+
+/// tuple.__new__(cls, items) for a tuple subclass `cls` (SpanContext, messages.Noise).
+pub(crate) fn tuple_of<'py, const N: usize>(py: Python<'py>, cls: &Py<PyAny>, items: [Bound<'py, PyAny>; N]) -> R<Bound<'py, PyAny>> {
     unsafe {
-        let tp = c.span_context.as_ptr() as *mut ffi::PyTypeObject;
-        let obj = ((*tp).tp_alloc.unwrap())(tp, 6);
+        let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
+        let obj = ((*tp).tp_alloc.unwrap())(tp, N as ffi::Py_ssize_t);
         if obj.is_null() {
             return Err(PyErr::fetch(py).into());
         }

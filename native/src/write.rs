@@ -542,6 +542,7 @@ fn write<'py>(py: Python<'py>, spans: &Bound<'py, PyAny>) -> R<Bound<'py, PyTupl
         shared: HashMap::default(),
         shared_bytes: Vec::new(),
     };
+    let noise_cls = c.noise_cls.bind(py);
     let others = PyList::empty(py);
     let mut resources: Vec<Resource<'py>> = Vec::new();
     let mut by_key: HashMap<(Vec<u8>, Vec<u8>), usize> = HashMap::default();
@@ -552,13 +553,20 @@ fn write<'py>(py: Python<'py>, spans: &Bound<'py, PyAny>) -> R<Bound<'py, PyTupl
     for i in 0..spans.len()? {
         let span = spans.get_item(i)?;
         let start = w.added.len();
-        let Some(d) = w.written(&span)? else {
-            w.added.truncate(start);
-            others.append(span)?;
-            continue;
+        let (message, origin) = if span.get_type().is(noise_cls) {
+            // a span that cannot matter (messages.Noise): its kept message and origin, passed on as they came
+            let t = span.cast::<PyTuple>().map_err(|_| Fail::Unmodelled)?;
+            let message = t.get_item(6)?.cast_into_exact::<PyBytes>().map_err(|_| Fail::Unmodelled)?;
+            (message, t.get_item(7)?)
+        } else {
+            let Some(d) = w.written(&span)? else {
+                w.added.truncate(start);
+                others.append(span)?;
+                continue;
+            };
+            let message = item(&d, intern!(py, "_message"))?.cast_into_exact::<PyBytes>().map_err(|_| Fail::Unmodelled)?;
+            (message, item(&d, intern!(py, "_origin"))?)
         };
-        let message = item(&d, intern!(py, "_message"))?.cast_into_exact::<PyBytes>().map_err(|_| Fail::Unmodelled)?;
-        let origin = item(&d, intern!(py, "_origin"))?;
         let at = origin.as_ptr() as usize;
         let (r, s) = match if last.0 == at { Some(&last.1) } else { by_origin.get(&at) } {
             Some(found) => *found,

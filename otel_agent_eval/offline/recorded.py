@@ -149,14 +149,17 @@ class _Problems:
 class RecordedSpans:
     """The spans of recorded trace files, one at a time, in file order; `stats` counts what was read.
 
-    `on_problem(FileProblem)` is called once for each file with problems, when the file is done.
+    `on_problem(FileProblem)` is called once for each file with problems, when the file is done. `noise`
+    (`core.noise.json_noise`) reads the OTLP/JSON spans that cannot matter only as far as a `Noise` that stands in
+    for them (`score`'s fast path); protobuf messages are read whole.
     """
 
     PROGRESS_EVERY = 2048  # spans between two `on_progress` calls
 
     def __init__(self, paths: PathArg | Iterable[PathArg], *, on_problem: Callable[[FileProblem], None] | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None, noise: Callable[[Any], Any] | None = None) -> None:
         self.files = trace_files(paths)
+        self.noise = noise
         self.on_problem = on_problem
         self.on_progress = on_progress
         self.stats = ReadStats()
@@ -359,7 +362,7 @@ class RecordedSpans:
     def _records(self, record: object, where: str | None, problems: _Problems) -> Iterator[list[ReadableSpan]]:
         for item in record if isinstance(record, list) else (record,):
             try:
-                spans, skipped = spans_of_record(item)
+                spans, skipped = spans_of_record(item, self.noise)
             except Exception as exc:  # noqa: BLE001 - whatever a record holds, the next one is read
                 self.stats.records_skipped += 1
                 problems.add(where, _unreadable(exc))

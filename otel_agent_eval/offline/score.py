@@ -31,6 +31,8 @@ from opentelemetry.trace import SpanContext
 from prometheus_client import CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike, load_catalog
+from ..core import noise as noise_rule
+from ..core.noise import Noise, json_noise, noise_ended, typed_keys
 from ..core.pipeline import NoSink, Pipeline
 from ..core.recognize import SpanFacts, ToolCallRecord, agent_at_start, attribute_dict, span_facts
 from ..core.runs import AgentRun
@@ -47,6 +49,7 @@ DEDUPLICATE_SPANS = 200_000  # span ids remembered to drop repeats (~25 MB)
 _END, _START = 0, 1  # at the same instant, spans end before others start
 YOUNG_COLLECTION_EVERY = 100_000  # net container allocations between two young-generation collections while scoring
 CLOCK_SKEW_NS = 1_000_000  # how much later than its parent a child may be recorded to end (millisecond start times)
+_NO_ATTRIBUTES: Mapping[str, Any] = {}  # a Noise's: it announces no agent
 # (time, _END/_START, other time, file order, span, agent, span_facts(span), attribute_dict(span))
 _Event = tuple[int, int, int, int, ReadableSpan, "str | None", SpanFacts, Mapping[str, Any]]
 
@@ -80,12 +83,16 @@ def score_traces(
     skipped and counted, never raised.
     """
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-    spans = RecordedSpans(paths, on_problem=on_problem, on_progress=on_progress)
     builder = ReportBuilder(loaded, environment)
     clock = RecordedClock()
     pipeline, metrics = build_pipeline(
         loaded, registry=registry, profile=profile, environment=environment, enrich=False,
         on_call=_both(builder.call, on_call), on_run=_both(builder.run, on_run), sees_starts=False, clock=clock, **options)
+    # spans that cannot matter are read only as far as their place in the replay (core/noise.py); `on_span` sees all
+    custom = pipeline.state.custom
+    noise = (json_noise(typed_keys(custom.tool_name[0] if custom is not None else None))
+             if on_span is None and noise_rule.FAST_PATH else None)
+    spans = RecordedSpans(paths, on_problem=on_problem, on_progress=on_progress, noise=noise)
     if registry is None:  # no one reads the Prometheus series: the report is built from the callbacks alone
         pipeline.sink = NoSink()
     ended, started, seen = pipeline.ended, pipeline.agent_started, metrics.seen.bump
@@ -101,6 +108,9 @@ def score_traces(
             if agent is None:
                 advance(facts.end_ns)
                 seen()
+                if type(span) is Noise:
+                    noise_ended(pipeline, facts)
+                    continue
                 if on_span is not None:
                     on_span(span)
                 ended(span, event[7], facts)
@@ -216,10 +226,13 @@ def replay_events(spans: Iterable[ReadableSpan], agent_at: Callable[[Mapping[str
     items, exhausted = enumerate(spans), window <= 0
     while True:
         for seq, span in items:
-            facts = span_facts(span)
-            attrs = getattr(span, "_attributes", None)
-            if type(attrs) is not dict:
-                attrs = attribute_dict(span)
+            if type(span) is Noise:  # a span that cannot matter (core/noise.py): its own SpanFacts, no attributes
+                facts, attrs = span, _NO_ATTRIBUTES
+            else:
+                facts = span_facts(span)
+                attrs = getattr(span, "_attributes", None)
+                if type(attrs) is not dict:
+                    attrs = attribute_dict(span)
             end, start = facts[5], facts[4]
             end = end if type(end) is int else 0
             start = start if type(start) is int else 0
@@ -234,7 +247,7 @@ def replay_events(spans: Iterable[ReadableSpan], agent_at: Callable[[Mapping[str
                     waiting[key] = [(end, -start)]
                 else:
                     siblings.append((end, -start))
-            agent = agent_at(attrs, span)
+            agent = agent_at(attrs, span) if attrs is not _NO_ATTRIBUTES else None
             if agent is not None:
                 push(heap, (start, _START, -end, seq, span, agent, facts, attrs))
             if len(heap) > window:
@@ -261,14 +274,13 @@ def _nested_order(tied: list[_Event], parents_first: bool) -> list[_Event]:
     """Events of spans that started and ended at the same instants, in file order except that a span ends before
     its parent and starts after it: an agent span written first must not close its run before its calls, nor
     its parent's start make the parent look like the innermost agent."""
-    by_id = {(event[4].context.trace_id, event[4].context.span_id): event[4] for event in tied}
+    by_id = {(event[6][0], event[6][1]): event[6][2] for event in tied}  # (trace id, span id) -> parent id, of SpanFacts
 
     def depth(event: _Event) -> int:
-        span = event[4]
-        found, trace_id, parent = 0, span.context.trace_id, span.parent
-        while parent is not None and (trace_id, parent.span_id) in by_id and found < len(tied):  # ids may loop
+        found, trace_id, parent = 0, event[6][0], event[6][2]
+        while parent is not None and (trace_id, parent) in by_id and found < len(tied):  # ids may loop
             found += 1
-            parent = by_id[(trace_id, parent.span_id)].parent
+            parent = by_id[(trace_id, parent)]
         return found
 
     return sorted(tied, key=depth, reverse=not parents_first)  # stable: file order among equals
@@ -289,9 +301,12 @@ class Deduplicator:
     def __call__(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
         seen, order, memory, fresh = self.seen, self.order, self.memory, []
         for span in spans:
-            # the SDK's fields, not its properties (Python calls): a SpanContext is a tuple (trace id, span id, ...)
-            context = span._context if type(span) is ReadableSpan else span.context
-            key = (context[0] << 64 | context[1]) if type(context) is SpanContext else (context.trace_id << 64 | context.span_id)
+            if type(span) is Noise:
+                key = span[0] << 64 | span[1]
+            else:
+                # the SDK's fields, not its properties (Python calls): a SpanContext is a tuple (trace id, span id, ...)
+                context = span._context if type(span) is ReadableSpan else span.context
+                key = (context[0] << 64 | context[1]) if type(context) is SpanContext else (context.trace_id << 64 | context.span_id)
             if key in seen:
                 self.stats.spans_duplicate += 1
                 continue

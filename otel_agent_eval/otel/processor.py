@@ -20,11 +20,14 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.trace import SpanContext
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
+from ..core.noise import RUN_NAME_PREFIXES, sdk_span_may_matter, typed_keys
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
 from .exit_flush import flush_at_exit
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
@@ -33,7 +36,7 @@ from .otlp_metrics import histograms_setting
 from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
-_START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
+_START, _SPAN, _NOISE = 0, 1, 2  # what a queued item is: an agent start, an ended span, a span to redact only
 
 
 class AgentEvalSpanProcessor(SpanProcessor):
@@ -55,7 +58,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
     options are those of `wiring.build_pipeline`; a bad one raises ValueError naming it.
 
     `span.end()` only classifies the span with a few dict look-ups and queues it when it matters (tool, LLM and agent
-    spans, and spans of their traces); a daemon thread runs the core on them in batches and forwards them. A scrape,
+    spans, and the spans of their traces that `core/noise.py`'s rule cannot rule out: roots, failures, run names,
+    spans holding others that matter); a daemon thread runs the core on them in batches and forwards them. The rest
+    (HTTP and database clients, framework internals) are counted ignored and forwarded at once. A scrape,
     `force_flush()` and `shutdown()` process what is queued first. `background=False` processes every span on the
     ending thread: less and steadier CPU where spans end on a CPU-bound thread, but a slow downstream then stalls it.
     """
@@ -81,8 +86,10 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._downstream_full = _queue_full_check(forward_to)
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
-        self._active: dict[int, None] = {}  # traces with spans handed off: their other spans follow them
+        # traces with spans handed off -> the ids of their spans that matter by core/noise.py's rule 5 (None: none yet)
+        self._active: dict[int, set[int] | None] = {}
         self._active_limit = 4 * max_open_traces
+        self._kinds: tuple[Any, frozenset[str]] = (None, frozenset())  # (catalog state, the keys that make a span typed)
         self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
                                 tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
@@ -124,11 +131,23 @@ class AgentEvalSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            attrs = attribute_dict(span)
-            name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
-                    else agent_at_start(attrs, span.name, self.pipeline.is_typed(attrs)))
+            if type(span) is Span:  # the SDK's: its fields read directly, as in on_end
+                attrs, name = span._attributes, span._name
+                attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
+            else:
+                attrs, name = attribute_dict(span), span.name
+            kinds = self._kinds
+            if kinds[0] is not self.pipeline.state:
+                self._typed_keys()
+                kinds = self._kinds
+            if kinds[1].isdisjoint(attrs):  # untyped: only a run's name announces an agent (agent_at_start)
+                name = agent_at_start(attrs, name, False) if type(name) is str and name.startswith(RUN_NAME_PREFIXES) else None
+            else:
+                name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
+                        else agent_at_start(attrs, span.name, True))
             if name is not None:
-                self._active[span.context.trace_id] = None
+                context = span.context
+                _held(self._active, context.trace_id).add(context.span_id)  # its end matters (core/noise.py, rule 5)
                 self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_start", exc)
@@ -141,25 +160,60 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         self.metrics.seen.bump()
         try:
-            attrs = attribute_dict(span)
-            pipeline, active, trace_id = self.pipeline, self._active, span.context.trace_id
-            if pipeline.is_typed(attrs) or (active and trace_id in active):
-                active[trace_id] = None
+            pipeline, active = self.pipeline, self._active
+            if type(span) is ReadableSpan:  # the SDK's: its fields read directly (`attribute_dict`'s and the
+                attrs, context = span._attributes, span._context  # properties' way, without their Python calls)
+                attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
+            else:
+                attrs, context = attribute_dict(span), span.context
+            trace_id = context[0] if type(context) is SpanContext else context.trace_id
+            in_active = active and trace_id in active
+            kinds = self._kinds
+            if kinds[0] is not pipeline.state:
+                self._typed_keys()
+                kinds = self._kinds
+            if not kinds[1].isdisjoint(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
+                parent = span._parent if type(span) is ReadableSpan else span.parent
+                if parent is not None:  # a span that matters makes its parent matter (core/noise.py, rule 5)
+                    held = active.get(trace_id)
+                    if held is None:
+                        held = active[trace_id] = set()
+                    held.add(parent[1] if type(parent) is SpanContext else parent.span_id)
+                elif not in_active:
+                    active[trace_id] = None
                 if self._queue.put((_SPAN, span, attrs)):
                     return
                 self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
                 if convention_of(attrs, pipeline.state.custom, pipeline.state.catalog.ignore_tools) is not None:
                     self.metrics.tool_calls_unscored.bump()
-            elif pipeline.redactor is not None and self._queue.put((_SPAN, span, attrs)):
-                return  # with redaction on, every span leaves through the pipeline
-            else:
+            elif pipeline.redactor is None:  # noise (core/noise.py), or a trace with nothing to score: passed on as it is
                 self.metrics.ignored.bump()
+                if self.forward_to is not None:
+                    self._forward([span])
+                return
+            elif not in_active and sdk_span_may_matter(span, None):
+                if self._queue.put((_SPAN, span, attrs)):  # with redaction on, every span leaves through the pipeline
+                    return
+                self.metrics.ignored.bump()
+            else:  # noise: the pipeline's thread only redacts it (the core would only count it, as here)
+                self.metrics.ignored.bump()
+                if self._queue.put((_NOISE, span, None)):
+                    return
             span = pipeline.outgoing(span)  # redacted here when it could not be queued: fail closed
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_end", exc)
             if self.pipeline.redactor is not None:
                 return  # a span that could not be redacted does not leave
         self._forward([span])
+
+    def _typed_keys(self) -> frozenset[str]:
+        """The attribute keys that make a span typed (`Pipeline.is_typed`: a kind key or the catalog's custom tool-name
+        key), for the catalog in force: read again after a reload."""
+        kinds, state = self._kinds, self.pipeline.state
+        if kinds[0] is not state:
+            custom = state.custom
+            kinds = self._kinds = (state, typed_keys(custom.tool_name[0] if custom is not None else None))
+        return kinds[1]
 
     def drain(self) -> None:
         """Process every span handed off so far (a scrape, `force_flush` and `shutdown` do this)."""
@@ -170,6 +224,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         kind, span, extra = item
         if kind == _START:
             out = self.pipeline.agent_started(span, extra)
+        elif kind == _NOISE:
+            out = [self.pipeline.outgoing(span)]  # noise with redaction on: redacted, not evaluated
         else:
             facts = span_facts(span)
             out = self.pipeline.ended(span, extra, facts)
@@ -251,6 +307,14 @@ class AgentEvalSpanProcessor(SpanProcessor):
     def close_on_shutdown(self, close: Callable[[], Any]) -> None:
         """Have `shutdown()` also release a resource tied to this processor (e.g. its metrics server)."""
         self._closers.append(close)
+
+
+def _held(active: dict[int, set[int] | None], trace_id: int) -> set[int]:
+    """The ids of a trace's spans that matter by rule 5 (core/noise.py), made when first needed."""
+    held = active.get(trace_id)
+    if held is None:
+        held = active[trace_id] = set()
+    return held
 
 
 def _queue_full_check(forward_to: SpanProcessor | None) -> Callable[[], bool] | None:

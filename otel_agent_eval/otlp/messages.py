@@ -41,7 +41,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from . import native
 
-__all__ = ["MessageSpan", "Origin", "request_of"]
+__all__ = ["MessageSpan", "Noise", "Origin", "request_of"]
 
 # The fields a copy shares with its original when the core only added attributes and events to it.
 _SHARED = ("_name", "_context", "_parent", "_kind", "_status", "_links", "_resource", "_start_time", "_end_time",
@@ -67,6 +67,25 @@ class MessageSpan(ReadableSpan):
 
     _message: bytes
     _origin: Origin
+
+
+class Noise(tuple):
+    """A span that cannot matter (`core/noise.py`), read only as far as its place in a replay and what forwards it:
+    `(trace_id, span_id, parent_id, is_root, start_ns, end_ns, message, origin)`, its first six items its
+    `SpanFacts` (so it is read as they are), then its serialized message as the full reader would keep it and its
+    `Origin` (both None where nothing is forwarded: `score`). Built by `tuple.__new__(Noise, items)` (in Rust too)."""
+
+    __slots__ = ()
+
+    trace_id = property(lambda self: self[0])
+    span_id = property(lambda self: self[1])
+    parent_id = property(lambda self: self[2])
+    is_root = property(lambda self: self[3])
+    start_ns = property(lambda self: self[4])
+    end_ns = property(lambda self: self[5])
+
+    def __repr__(self) -> str:
+        return f"Noise(trace_id={self[0]:032x}, span_id={self[1]:016x})"
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
@@ -118,6 +137,8 @@ def _written_request(spans: Iterable[ReadableSpan]) -> tuple[bytes, list[Readabl
 
 def _written(span: ReadableSpan) -> tuple[bytes, Origin] | None:
     """The span's message with what the core added, or None when it is not (a copy of) a kept one."""
+    if type(span) is Noise:  # passed on as it came
+        return (span[6], span[7]) if span[6] is not None else None
     original = span
     while type(original) is not MessageSpan:
         original = original.__dict__.get("_original")  # our copies (EnrichedSpan) keep what they copy

@@ -47,13 +47,13 @@ _new = object.__new__
 _native = native.reader("spans_of_message")
 
 
-def spans_of_message(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
+def spans_of_message(data: bytes, *, keep: bool = False, noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
     With `keep`, spans keep their serialized messages, to be forwarded as they came (`messages.MessageSpan`).
-    Raises `SpanProblem` when the bytes are not such a message.
+    `noise`: see `spans_of_request`. Raises `SpanProblem` when the bytes are not such a message.
     """
-    return spans_of_request(parsed(data), keep=keep, data=data)
+    return spans_of_request(parsed(data), keep=keep, data=data, noise=noise)
 
 
 def parsed(data: bytes) -> Any:
@@ -69,11 +69,14 @@ def span_count(request: Any) -> int:
     return sum(len(scope_entry.spans) for entry in request.resource_spans for scope_entry in entry.scope_spans)
 
 
-def spans_of_request(request: Any, *, keep: bool = False, data: bytes | None = None) -> tuple[list[ReadableSpan], list[str]]:
+def spans_of_request(request: Any, *, keep: bool = False, data: bytes | None = None,
+                     noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of a parsed `ExportTraceServiceRequest` (`parsed`), and why any were skipped; given `data`, the bytes
-    it was parsed from, the native reader reads those when it is in use (the same spans)."""
+    it was parsed from, the native reader reads those when it is in use (the same spans). With `keep` and `noise`
+    (`core.noise.pipeline_keys`), the native reader passes a span that cannot matter as a `messages.Noise`, built
+    no further (`serve`'s fast path); this reader builds every span."""
     if data is not None and _native is not None:
-        read = _native(data, keep)
+        read = _native(data, keep, noise if keep else None)
         if read is not None:
             return read
     spans: list[ReadableSpan] = []

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from ..core.noise import Noise, noise_ended
 from ..core.pipeline import Pipeline
 from ..offline.score import AgentStartReader, agent_start_reader, replay_events
 from .os_threads import INTAKE, name_for_os
@@ -177,7 +178,11 @@ def evaluated(pipeline: Pipeline, batch: list[ReadableSpan], agent_of: AgentStar
         if event[5] is None:
             if on_seen is not None:
                 on_seen()
-            out += ended(event[4], event[7], event[6])
+            if type(event[4]) is Noise:  # a span that cannot matter (core/noise.py): passed on as it came
+                noise_ended(pipeline, event[6])
+                out.append(event[4])
+            else:
+                out += ended(event[4], event[7], event[6])
         else:
             out += started(event[4], event[5], event[6])
     return out + pipeline.expire()

@@ -70,8 +70,10 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
     return kind, decompressed(body, encoding, limit)
 
 
-def protobuf_spans(data: bytes, *, keep: bool = False) -> tuple[list[ReadableSpan], list[str]]:
-    return _protobuf_request(data, keep).spans()
+def protobuf_spans(data: bytes, *, keep: bool = False, noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
+    request = _protobuf_request(data, keep)
+    request.noise = noise
+    return request.spans()
 
 
 def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
@@ -81,17 +83,18 @@ def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
 class Request:
     """A request read as far as counting its spans (parsed, not built into spans): `count`, then `spans()`."""
 
-    __slots__ = ("count", "_message", "_json", "_keep", "_data")
+    __slots__ = ("count", "_message", "_json", "_keep", "_data", "noise")
 
     def __init__(self, message: Any, count: int, *, json: bool = False, keep: bool = False, data: bytes | None = None) -> None:
         self._message, self.count, self._json, self._keep, self._data = message, count, json, keep, data
+        self.noise: list[str] | None = None  # core.noise.pipeline_keys: spans that cannot matter pass unbuilt
 
     def spans(self) -> tuple[list[ReadableSpan], list[str]]:
         """The spans, and why any single one was skipped; `PayloadError` when the request as a whole cannot be read."""
         try:
             if self._json:  # the request's resourceSpans
                 return spans_of_request(self._message)
-            return spans_of_parsed(self._message, keep=self._keep, data=self._data)
+            return spans_of_parsed(self._message, keep=self._keep, data=self._data, noise=self.noise)
         except SpanProblem as exc:
             raise PayloadError(str(exc)) from None
         except RecursionError:

@@ -9,6 +9,7 @@ are reported as a partial success.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .intake import Intake
@@ -41,6 +42,12 @@ class Receiving:
         self.retry_after_s = retry_after_s
         self.stopping = False
         self.keep_messages = False  # protobuf spans keep their messages, to be forwarded from them
+        self.noise_keys: Callable[[], list[str] | None] | None = None  # with them: core.noise.pipeline_keys, for its
+        # fast path (spans that cannot matter pass as their bytes, unbuilt)
+
+    def noise(self) -> list[str] | None:
+        """The keys for the native reader's noise rule now, or None (every span built)."""
+        return self.noise_keys() if self.noise_keys is not None and self.keep_messages else None
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         """Parse, count, reserve room for every span, and only then build the spans: a refused request costs
@@ -52,6 +59,7 @@ class Receiving:
             request = read_request(body, content_type, encoding, limit=self.max_bytes, keep=self.keep_messages)
         except PayloadError as exc:
             return self._unreadable_body(transport, exc)
+        request.noise = self.noise()
         reserved = request.count
         if self.stopping or not intake.reserve(reserved):
             self.metrics.spans(transport, "refused", reserved)

@@ -25,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings
+from ..core.noise import pipeline_keys
 from ..metrics.endpoint import host_port
 from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
@@ -218,6 +219,7 @@ class Service(Listening):
         self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
                                    retry_after_s=config.retry_after_s)
         self.receiving.keep_messages = self.keep_messages
+        self.receiving.noise_keys = lambda: pipeline_keys(self.pipeline)  # spans that cannot matter pass unbuilt
         self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),

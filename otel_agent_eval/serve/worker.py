@@ -196,7 +196,8 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
         request_id, body_kind = BATCH_HEADER.unpack_from(payload)
         data = payload[BATCH_HEADER.size:]
         try:
-            spans, problems = (protobuf_spans(data, keep=service.keep_messages) if body_kind == KIND_PROTOBUF
+            spans, problems = (protobuf_spans(data, keep=service.keep_messages, noise=service.receiving.noise())
+                               if body_kind == KIND_PROTOBUF
                                else json_spans(data))
         except PayloadError as exc:  # the parent read it already; a part that fails here is one problem
             spans, problems = [], [str(exc)]

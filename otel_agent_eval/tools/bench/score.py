@@ -65,8 +65,9 @@ class CollectorFileExporter(SpanExporter):
             self.batch = []
 
 
-def write_demo(path: str, count: int, opener: Any = open) -> int:
-    """About `count` spans of the demo's simulated agent runs (4.1 spans a run), one run a second of recorded time."""
+def write_demo(path: str, count: int, opener: Any = open, noise_leaves: int = 0) -> int:
+    """About `count` spans of the demo's simulated agent runs (4.1 spans a run; 13.4 with `noise_leaves`=3, the
+    realistic mix), one run a second of recorded time."""
     now = [T0]
 
     def clock() -> int:
@@ -77,8 +78,9 @@ def write_demo(path: str, count: int, opener: Any = open) -> int:
     with opener(path, "wt") as out:
         exporter = CollectorFileExporter(out)
         while written < count:
-            runs = max(1, min(1000, (count - written) // 4))
-            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock).spans
+            runs = max(1, min(1000, (count - written) // (4 + 3 * noise_leaves)))
+            written += run_workload(SimpleSpanProcessor(exporter), runs=runs, seed=written, clock=clock,
+                                    noise_leaves=noise_leaves).spans
         exporter.flush()
     return written
 
@@ -118,20 +120,23 @@ def read_child(path: str) -> None:
     from ...offline.score import DEFAULT_REORDER_SPANS, agent_start_reader, fewer_collections, first_copies, replay_events
     from ...otel.wiring import build_pipeline
 
+    from ...core import noise
+
     pipeline, _ = build_pipeline(registry=None, sees_starts=False)  # what names an agent at its start
     at = agent_start_reader(pipeline).at
     cpu = time.process_time()
-    spans = RecordedSpans(path)
+    spans = RecordedSpans(path, noise=noise.json_noise(noise.typed_keys(None)) if noise.FAST_PATH else None)  # as score
     with fewer_collections():
         for _ in replay_events(first_copies(spans), at, DEFAULT_REORDER_SPANS):
             pass
     print(json.dumps({"spans": spans.stats.spans, "cpu_s": time.process_time() - cpu}))
 
 
-def score_once(path: str, mode: str = "--score-child") -> dict[str, Any]:
-    """What the fresh process printed: scoring `path`, or (`--read-child`) reading it alone."""
+def score_once(path: str, mode: str = "--score-child", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the fresh process printed: scoring `path`, or (`--read-child`) reading it alone; `env`: added to its
+    environment (`OTEL_AGENT_EVAL_NOISE_FAST_PATH=0`: the old path)."""
     child = subprocess.run([sys.executable, "-m", "otel_agent_eval.bench", mode, path],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env={**os.environ, **env} if env else None)
     if child.returncode != 0:
         last = (child.stderr.strip().splitlines() or [""])[-1]
         raise RuntimeError(f"scoring {path} failed (exit {child.returncode}): {last}")

@@ -125,10 +125,11 @@ class Sink:
 
 # -- the load ------------------------------------------------------------------------------------------
 
-def requests_of(spans_per_request: int, runs: int) -> list[tuple[bytes, int]]:
-    """Pre-encoded requests of whole demo agent runs (a run is never split over two requests)."""
+def requests_of(spans_per_request: int, runs: int, noise_leaves: int = 0) -> list[tuple[bytes, int]]:
+    """Pre-encoded requests of whole demo agent runs (a run is never split over two requests); `noise_leaves`: HTTP/DB
+    client spans under every chat and tool span (3: the realistic mix)."""
     memory = InMemorySpanExporter()
-    run_workload(SimpleSpanProcessor(memory), runs=runs, suboptimal_share=0.1, seed=3)
+    run_workload(SimpleSpanProcessor(memory), runs=runs, suboptimal_share=0.1, seed=3, noise_leaves=noise_leaves)
     traces: dict[int, list[Any]] = {}
     for span in memory.get_finished_spans():
         traces.setdefault(span.context.trace_id, []).append(span)
@@ -281,12 +282,12 @@ class Hop:
     telemetry_url: str = ""
 
 
-def start_serve(sink: Sink, workers: int, log: Any) -> Hop:
+def start_serve(sink: Sink, workers: int, log: Any, env: dict[str, str] | None = None) -> Hop:
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", "0", "--metrics-port", "0",
          "--forward-to", f"{sink.base}/v1/traces", "--forward-delay", "0.2", "--workers", str(workers),
          "--otlp-metrics-interval", str(METRICS_INTERVAL_S)],
-        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": ""})
+        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", **(env or {})})
     line = process.stdout.readline() if process.stdout else ""
     try:
         where = dict(part.split(" on ", 1) for part in line.strip().split(": ", 1)[1].split(", ") if " on " in part)

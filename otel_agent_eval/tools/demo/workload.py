@@ -194,12 +194,26 @@ class _Call:
     error_type: str | None
 
 
+NOISE_LEAVES = 3  # the realistic mix: HTTP and database client spans under every chat and tool span (~70 % of all)
+_NOISE_SPANS = (  # (name, kind, attributes): what an instrumented HTTP client and database driver write
+    ("POST", SpanKind.CLIENT, {"http.request.method": "POST", "url.full": "https://api.openai.com/v1/chat/completions",
+                               "server.address": "api.openai.com", "server.port": 443, "http.response.status_code": 200}),
+    ("SELECT orders", SpanKind.CLIENT, {"db.system": "postgresql", "db.namespace": "shop", "db.operation.name": "SELECT",
+                                        "db.query.text": "SELECT id, status, total FROM orders WHERE customer_id = $1"}),
+    ("GET", SpanKind.CLIENT, {"http.request.method": "GET", "url.full": "https://search.internal/v2/query?q=returns",
+                              "server.address": "search.internal", "server.port": 443, "http.response.status_code": 200}),
+)
+
+
 class Workload:
     """Emits simulated agent runs as real spans through `provider`, one `run_once()` at a time.
 
     With probability `suboptimal_share` a run picks one of its agent's worse tools; the
     choice, the durations and the errors come from one `random.Random(seed)`, so a seed
     reproduces the workload. Span timestamps come from `clock` (ns): each run ends "now".
+    `noise_leaves` HTTP and database client spans are written under every chat and tool span
+    (`NOISE_LEAVES` for the realistic mix: real traces are mostly such spans); they draw nothing from the
+    seed's sequence, so the agent spans are the same with them or without.
     """
 
     def __init__(
@@ -210,8 +224,10 @@ class Workload:
         suboptimal_share: float = DEFAULT_SUBOPTIMAL_SHARE,
         seed: int | None = None,
         clock: Callable[[], int] = time.time_ns,
+        noise_leaves: int = 0,
     ) -> None:
         check_share(suboptimal_share)
+        self.noise_leaves = noise_leaves
         self.catalog = catalog
         self.agents = demo_agents(catalog)
         self.suboptimal_share = suboptimal_share
@@ -277,8 +293,22 @@ class Workload:
         }
         span = self._tracer.start_span(f"{OP_CHAT} {model}", context=context, kind=SpanKind.CLIENT,
                                        start_time=start, attributes=attributes)
+        self._noise(span, start, duration)
         span.end(end_time=start + duration)
         return start + duration
+
+    def _noise(self, parent: Any, start: int, duration: int) -> None:
+        """`noise_leaves` client spans one after another inside the parent's time (none drawn from the seed)."""
+        n = self.noise_leaves
+        if not n:
+            return
+        context, step = trace.set_span_in_context(parent), duration // (n + 1)
+        for i in range(n):
+            name, kind, attributes = _NOISE_SPANS[i % len(_NOISE_SPANS)]
+            at = start + step // 2 + i * step
+            self._tracer.start_span(name, context=context, kind=kind, start_time=at,
+                                    attributes=attributes).end(end_time=at + max(1, step // 2))
+        self.summary.spans += n
 
     def _tool(self, context: Any, agent: DemoAgent, start: int, call: _Call) -> int:
         tool = call.tool
@@ -294,6 +324,7 @@ class Workload:
             attributes[c.ERROR_TYPE] = call.error_type
         span = self._tracer.start_span(f"{c.OP_EXECUTE_TOOL} {tool.name}", context=context, kind=SpanKind.INTERNAL,
                                        start_time=start, attributes=attributes)
+        self._noise(span, start, call.duration_ns)
         end = start + call.duration_ns
         if call.error_type is not None:
             message = f"{tool.name} failed: simulated {call.error_type}"
@@ -345,8 +376,9 @@ def run_workload(
     seed: int | None = None,
     catalog: Catalog | None = None,
     clock: Callable[[], int] = time.time_ns,
+    noise_leaves: int = 0,
 ) -> WorkloadSummary:
-    """Emit `runs` simulated agent runs as fast as possible (no sleeping) and flush.
+    """Emit `runs` simulated agent runs as fast as possible (no sleeping) and flush (`noise_leaves`: `Workload`'s).
 
     `target` is a span processor (typically an `AgentEvalSpanProcessor`; a private
     `TracerProvider` is built around it and it is not shut down) or a provider that
@@ -357,7 +389,8 @@ def run_workload(
         raise DemoError(f"runs must be >= 0 (got {runs!r})")
     provider = target if isinstance(target, TracerProvider) else private_provider(target)
     catalog = catalog or getattr(target, "catalog", None) or load_catalog()
-    workload = Workload(provider, catalog, suboptimal_share=suboptimal_share, seed=seed, clock=clock)
+    workload = Workload(provider, catalog, suboptimal_share=suboptimal_share, seed=seed, clock=clock,
+                        noise_leaves=noise_leaves)
     for _ in range(runs):
         workload.run_once()
     provider.force_flush()
