@@ -83,16 +83,33 @@ class Intake:
             self._queued += n
         return True
 
-    def admit(self, spans: list[ReadableSpan], reserved: int) -> None:
+    def admit(self, spans: list[ReadableSpan], reserved: int) -> int:
         """Queue the spans read from a request `reserved` held room for (as many or fewer: the unreadable ones
         were skipped), giving back the rest. Admitted even if the intake began stopping since: it was reserved
-        before, and `stop` evaluates what it holds."""
+        before, and `stop` evaluates what it holds. Returns the batch's number (`wait_evaluated`), 0 for none."""
         with self._changed:
             self._queued -= reserved - len(spans)
             if spans:
                 self._batches.append(spans)
                 self._added += 1
             self._changed.notify_all()
+            return self._added if spans else 0
+
+    @property
+    def admitted(self) -> int:
+        """The number of the last batch admitted."""
+        return self._added
+
+    def wait_evaluated(self, batch: int, timeout_s: float | None = None) -> bool:
+        """Wait until batch number `batch` (and every one before it) has been evaluated and handed on."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            while self._taken < batch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
 
     def release(self, reserved: int) -> None:
         """Give back room held by `reserve` for a request that was not admitted."""
@@ -102,15 +119,7 @@ class Intake:
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until what was queued when asked has been evaluated and handed on; False on timeout."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._changed:
-            target = self._added
-            while self._taken < target:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-        return True
+        return self.wait_evaluated(self._added, timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> bool:
         """Refuse new spans, evaluate the queued ones, then close every open run and hand its spans on.

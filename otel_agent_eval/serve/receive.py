@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .ack import ForwardedAck
 from .intake import Intake
 from .payload import MAX_REQUEST_BYTES, PayloadError, TooLarge, Unsupported, read_request, span_count
 from .self_metrics import ServeMetrics
@@ -19,7 +20,8 @@ __all__ = ["Answer", "Receiving"]
 
 ACCEPTED, FULL, STOPPING, INVALID, TOO_LARGE, UNSUPPORTED, UNAUTHORIZED = (
     "accepted", "queue_full", "shutting_down", "invalid", "too_large", "unsupported", "unauthorized")
-RETRYABLE = (FULL, STOPPING)
+NOT_FORWARDED = "not_forwarded"  # taken, but not forwarded within the ack's wait (`ack.py`): retryable, a duplicate then
+RETRYABLE = (FULL, STOPPING, NOT_FORWARDED)
 
 
 class Answer(NamedTuple):
@@ -41,6 +43,7 @@ class Receiving:
         self.retry_after_s = retry_after_s
         self.stopping = False
         self.keep_messages = False  # protobuf spans keep their messages, to be forwarded from them
+        self.ack: ForwardedAck | None = None  # answer only once the spans are forwarded (`ack.py`); None: on receipt
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         """Parse, count, reserve room for every span, and only then build the spans: a refused request costs
@@ -64,8 +67,10 @@ class Receiving:
         except BaseException:
             intake.release(reserved)
             raise
-        intake.admit(spans, reserved)
+        batch = intake.admit(spans, reserved)
         self._count_taken(transport, len(spans), problems)
+        if self.ack is not None and not self.ack.wait(batch):
+            return self._not_forwarded(transport)
         return self._accepted(transport, problems)
 
     def too_large(self, transport: str, length: int) -> Answer:
@@ -94,6 +99,11 @@ class Receiving:
         if problems:
             message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
         return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
+
+    def _not_forwarded(self, transport: str) -> Answer:
+        """Taken and still queued for the next hop when the ack's wait ran out: the sender retries (a duplicate)."""
+        return self._answer(transport, Answer(NOT_FORWARDED, "accepted but not yet forwarded to the next hop; "
+                                              f"retry after {self.retry_after_s}s"))
 
     def _refused(self, transport: str, body: bytes, content_type: str, encoding: str) -> Answer:
         self.metrics.spans(transport, "refused", span_count(body, content_type, encoding, limit=self.max_bytes))

@@ -29,6 +29,7 @@ from ..metrics.endpoint import host_port
 from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
+from .ack import DEFAULT_ACK, DEFAULT_ACK_TIMEOUT_S, FORWARDED, ForwardedAck
 from .auth import BearerToken
 from .forward import DEFAULT_BUDGET_S, DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
@@ -79,6 +80,8 @@ class ServeConfig:
     otlp_metrics_interval_s: float | None = None  # default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s
     otlp_histograms: str | None = None  # exponential or explicit (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION)
     keep_messages: bool = field(default_factory=keep_messages_default)  # never with redaction on (`Service`)
+    ack: str = DEFAULT_ACK  # "forwarded": answer a request once its spans are forwarded; "received": on receipt (`ack.py`)
+    ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
 
     @property
     def hop(self) -> NextHop | None:
@@ -218,6 +221,8 @@ class Service(Listening):
         self.receiving = Receiving(self.intake, self.serve_metrics, max_bytes=config.max_request_bytes,
                                    retry_after_s=config.retry_after_s)
         self.receiving.keep_messages = self.keep_messages
+        if config.ack == FORWARDED:
+            self.receiving.ack = ForwardedAck(self.intake, self.forwarder, timeout_s=config.ack_timeout_s)
         self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),

@@ -12,7 +12,7 @@ Parent to worker: `C` configuration (pickled, first), `B` a batch (8-byte reques
 kind 0 protobuf / 1 JSON, the body), `R` reload the catalog (pickled path or None), `F` write the
 metric files now (8-byte sequence number; the parent is about to read them), `S` stop.
 Worker to parent, `M` with a pickled tuple:
-  ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems)
+  ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems[, not_forwarded])
   | ("done", spans_evaluated, open_runs, held_back_calls, forward_queued) | ("fwd", outcome, spans)
   | ("flushed", sequence) | ("stopped",)
 
@@ -119,11 +119,16 @@ def main() -> int:
     parent.send("ready", os.getpid())
     stopping = threading.Event()
     threading.Thread(target=_flush_every, args=(sync, stopping), name="otel-agent-eval-metric-files", daemon=True).start()
+    from .ack import AckLater
+
+    acks = AckLater(service.receiving.ack) if service.receiving.ack is not None else None  # `--ack forwarded`
     try:
-        _serve(service, inp, parent, sync)
+        _serve(service, inp, parent, sync, acks)
     finally:
         stopping.set()
         service.stop()  # evaluate what was admitted, close open runs, flush the next hop
+        if acks is not None:
+            acks.stop()  # the requests forwarded by the drain are answered
         sync()
         parent.send("stopped")
     return 0
@@ -172,7 +177,7 @@ def _flush_every(sync: Any, stopping: threading.Event) -> None:
             logging.getLogger(__name__).exception("otel-agent-eval serve: writing the metric files failed")
 
 
-def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
+def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any = None) -> None:
     from ..otel.reload import reload_catalog
     from .payload import PayloadError, json_spans, protobuf_spans
 
@@ -202,8 +207,13 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
             spans, problems = [], [str(exc)]
         except Exception as exc:  # noqa: BLE001 - never lose the reply
             spans, problems = [], [f"unreadable ({type(exc).__name__})"]
-        taken = len(spans) if service.intake.offer(spans) else -1  # the parent reserved room: -1 is never expected
-        parent.send("reply", request_id, taken, problems)
+        admitted = service.intake.offer(spans)
+        taken = len(spans) if admitted else -1  # the parent reserved room: -1 is never expected
+        if admitted and spans and acks is not None:  # answered once forwarded; a 5th item True: not within the wait
+            acks.later(service.intake.admitted, lambda forwarded, r=request_id, t=taken, p=problems:
+                       parent.send("reply", r, t, p, not forwarded))
+        else:
+            parent.send("reply", request_id, taken, problems)
 
 
 if __name__ == "__main__":

@@ -327,9 +327,8 @@ class WorkerPool:
 
     def _message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         what = message[0]
-        if what == "reply":
-            _, request_id, taken, problems = message
-            self._settle_part(worker, request_id, (taken, problems))
+        if what == "reply":  # with `--ack forwarded`, once forwarded; a 5th item True: not within the wait (`ack.py`)
+            self._settle_part(worker, message[1], tuple(message[2:]))  # type: ignore[arg-type]
         elif what == "done":
             _, spans, open_runs, held_back, forward_queued = message
             with self._lock:
@@ -435,6 +434,8 @@ class ShardedReceiving(Receiving):
                 taken += result[0]
                 problems += result[1]
         self._count_taken(transport, taken, problems)
+        if any(result is not None and len(result) > 2 and result[2] for result in results):  # type: ignore[misc]
+            return self._not_forwarded(transport)
         if lost:  # a worker ended with this request's part: the sender sends it again
             self.metrics.spans(transport, "refused", lost)
             if self.stopping or pool.stopping:

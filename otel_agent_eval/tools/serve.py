@@ -81,6 +81,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otlp-histograms", choices=("exponential", "explicit"), default=None,
                         help="histograms over OTLP (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "
                              "else exponential)")
+    parser.add_argument("--ack", choices=("forwarded", "received"), default="forwarded",  # serve/ack.py
+                        help="when a request is answered: 'forwarded' (default) once its spans are forwarded, so a crash "
+                             "loses none the sender was told were taken (bar the runs still open); 'received' on receipt")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -162,6 +165,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_request_bytes=int(args.max_request_mib * 1024 * 1024),
         queue_spans=queue_spans,
         forward_delay_s=args.forward_delay,
+        ack=args.ack,
     )
     if workers > 1:
         from ..serve.workers import WorkerService
