@@ -57,6 +57,7 @@ class Intake:
         self._changed = threading.Condition()
         self._stopping = False
         self.on_done: Callable[[int], object] | None = None  # after each batch, with its span count (`serve --workers`)
+        self.evaluating = 0  # the number of the batch being evaluated and handed on; 0 between batches (`durable.py`)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
         self._worker.start()
 
@@ -99,6 +100,11 @@ class Intake:
     def admitted(self) -> int:
         """The number of the last batch admitted."""
         return self._added
+
+    @property
+    def evaluated_batches(self) -> int:
+        """The number of the last batch evaluated and handed on (batches go in order)."""
+        return self._taken
 
     def wait_evaluated(self, batch: int, timeout_s: float | None = None) -> bool:
         """Wait until batch number `batch` (and every one before it) has been evaluated and handed on."""
@@ -150,10 +156,12 @@ class Intake:
             if batch is None:  # a quiet while: no new trace comes to close the runs idle past the TTL
                 self._hand_on(self.pipeline.expire())
                 continue
+            self.evaluating = self._taken + 1
             try:
                 self._evaluate(batch)
             except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
                 logger.exception("otel-agent-eval serve: evaluating a request failed; the service goes on")
+            self.evaluating = 0
             with self._changed:
                 self._queued -= len(batch)
                 self._taken += 1

@@ -9,12 +9,15 @@ are reported as a partial success.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .ack import ForwardedAck
 from .intake import Intake
 from .payload import MAX_REQUEST_BYTES, PayloadError, TooLarge, Unsupported, read_request, span_count
 from .self_metrics import ServeMetrics
+
+if TYPE_CHECKING:
+    from .durable import DurableLog
 
 __all__ = ["Answer", "Receiving"]
 
@@ -44,6 +47,7 @@ class Receiving:
         self.stopping = False
         self.keep_messages = False  # protobuf spans keep their messages, to be forwarded from them
         self.ack: ForwardedAck | None = None  # answer only once the spans are forwarded (`ack.py`); None: on receipt
+        self.log: DurableLog | None = None  # write each request to the write-ahead log before admitting it (`durable.py`)
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         """Parse, count, reserve room for every span, and only then build the spans: a refused request costs
@@ -67,8 +71,19 @@ class Receiving:
         except BaseException:
             intake.release(reserved)
             raise
+        seq, taken = 0, len(spans)  # duplicates dropped below are counted accepted: they were, once
+        if self.log is not None:
+            spans = self.log.fresh(spans)  # a resend of what the log replayed: taken once
+            seq, why = self.log.log(body, content_type, encoding)
+            if why is not None:
+                intake.release(reserved)
+                self.metrics.spans(transport, "refused", reserved)
+                return self._answer(transport, Answer(FULL, f"the write-ahead log cannot take it now ({why}); "
+                                                      f"retry after {self.retry_after_s}s"))
         batch = intake.admit(spans, reserved)
-        self._count_taken(transport, len(spans), problems)
+        if self.log is not None:
+            self.log.admitted(seq, batch, spans)
+        self._count_taken(transport, taken, problems)
         if self.ack is not None and not self.ack.wait(batch):
             return self._not_forwarded(transport)
         return self._accepted(transport, problems)

@@ -52,6 +52,7 @@ from ..metrics import names as n
 from ..metrics.families import catalog_families, family
 from ..metrics.multiprocess import FileSums
 from ..otel.wiring import resolve
+from .durable import WalTotals
 from .payload import PROTOBUF, PayloadError, checked_body
 from .receive import FULL, STOPPING, Answer, Receiving
 from .self_metrics import ServeMetrics
@@ -145,6 +146,7 @@ class WorkerPool:
         self.directory = tempfile.mkdtemp(prefix="otel-agent-eval-serve-")
         self.workers = [_Worker(i) for i in range(workers)]
         self._flush_sequence = 0
+        self.wal_totals = WalTotals()  # with --wal-dir: the workers' logs (`durable.py`)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -340,6 +342,8 @@ class WorkerPool:
             with self._lock:
                 worker.settled += spans
             self.metrics.forwarded(outcome, spans)
+        elif what == "wal":
+            self.wal_totals.update(worker.index, message[1])
         elif what == "flushed":
             with self._lock:
                 worker.flushed = max(worker.flushed, message[1])
@@ -360,6 +364,7 @@ class WorkerPool:
             worker.alive = False
             worker.open_runs = worker.held_back = worker.forward_queued = 0
             self._lock.notify_all()
+        self.wal_totals.ended(worker.index)
         for request_id in list(worker.pending):
             self._settle_part(worker, request_id, None)
         worker.ready.set()
@@ -495,6 +500,8 @@ class WorkerService(Listening):
         }
         self.registry.register(_MainFamilies(self))
         self.registry.register(self.serve_metrics)
+        if config.wal_dir is not None:
+            self.registry.register(self.pool.wal_totals)
         FileSums(self.registry, path=self.pool.directory)
         super().__init__()
         self._settings = settings
