@@ -262,3 +262,14 @@ def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged(tmp_path: Path, 
     assert total > KILLS * REQUEST_SPANS
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0  # as above, per worker started again
     assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+
+
+def test_the_fleet_kit_runs_the_log_and_the_docs_say_so() -> None:
+    from test_ops_fleet import parsed
+    from test_ops_fleet import replicas as compose_replicas
+
+    for name, service in compose_replicas().items():
+        args = parsed(service)
+        assert args.wal_dir and args.wal_fsync == "always", f"{name} runs without its write-ahead log"
+    serve_md = (Path(__file__).resolve().parents[1] / "docs" / "serve.md").read_text()
+    assert "`collector-config/docker-compose.fleet.yml` runs its replicas with `--wal-dir`" in serve_md

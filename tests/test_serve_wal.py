@@ -55,7 +55,7 @@ def test_records_come_back_in_order_across_segments_and_released_segments_are_go
 
 
 def test_the_log_never_grows_past_its_bound(tmp_path: Path) -> None:
-    log = WriteAheadLog(tmp_path, max_bytes=4096, segment_bytes=1024)
+    log = WriteAheadLog(tmp_path, max_bytes=4096, segment_bytes=1024)  # segments of at most a quarter of it
     log.open()
     answers = [log.append(REQUEST, b"x" * 200) for _ in range(40)]
     assert FULL in answers and log.size <= 4096
@@ -222,3 +222,36 @@ def test_a_replay_evaluates_the_open_runs_whole_and_counts_nothing_twice(tmp_pat
     finally:
         restarted.stop()
     assert segment_numbers(tmp_path / "disk") == [max(segment_numbers(tmp_path / "disk"))]  # a clean stop: one segment
+
+
+def test_runs_left_open_never_fill_the_log_for_good(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Traces whose runs stay open (their roots never come) pin their requests for a replay; past 75 % of the bound
+    the forwarded ones are let go, with one line and a count, and the log goes on taking requests within its bound."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+    from test_serve_durable import run_requests
+
+    from otel_agent_eval.serve import ServeConfig, Service
+
+    bound = 64 << 10
+    registry = CollectorRegistry()
+    service = Service(ServeConfig(grpc_port=None, http_port=0, metrics_port=None, forward_delay_s=0.05,
+                                  wal_dir=str(tmp_path), wal_max_bytes=bound), registry=registry,
+                      exporter=InMemorySpanExporter()).start()
+    try:
+        bodies = [encode_spans([s for s in spans if s.parent is not None]).SerializeToString()
+                  for spans in run_requests("open", 120)]  # tool calls only: every run stays open
+        assert sum(map(len, bodies)) > 3 * bound
+        with caplog.at_level(logging.WARNING, logger="otel_agent_eval.serve.durable"):
+            for body in bodies:
+                answers = []
+                wait_for(lambda b=body: answers.append(service.receiving.take("http", b, PROTOBUF).kind) or answers[-1] == "accepted",
+                         timeout_s=30, interval_s=0.05, what="the log to take the request")
+                assert set(answers) <= {"accepted", "queue_full"}  # full for a moment at most: told to retry
+                assert service.durable.wal.size <= bound + 1024  # checkpoints may pass the bound by their few bytes
+        assert _total(registry, "agent_eval_serve_wal_runs_unpinned_total") > 0
+        assert len(service.pipeline.runs) > 0  # the runs are still open: only the log let their requests go
+        assert [r.getMessage() for r in caplog.records if "no longer kept for a replay" in r.getMessage()][:1]
+    finally:
+        service.stop()

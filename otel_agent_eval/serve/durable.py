@@ -53,7 +53,8 @@ REQUEST, CHECKPOINT = b"R", b"C"
 _REQUEST_HEAD = struct.Struct(">QBB")  # sequence number, content type's length, encoding's length
 _CHECKPOINT = struct.Struct(">QQ")  # forwarded, runs_from
 CHECKPOINT_EVERY_S = 0.2
-DEDUP_WINDOW_SPANS = 65_536  # span ids remembered to drop a sender's resend of what the log replayed (about 6 MiB)
+UNPIN_AT = 0.75  # past this share of --wal-max-mib, forwarded requests of open runs are let go (`_unpin`)
+DEDUP_WINDOW_SPANS = 65_536  # span ids remembered to drop a sender's resend of what the log replayed (about 10 MiB)
 REPLAY_LIMIT_BYTES = 1 << 31  # a logged request was within --max-request-mib when taken
 PREFIX = "agent_eval_serve_wal_"
 
@@ -74,8 +75,9 @@ def read_request_payload(payload: bytes) -> tuple[int, bytes, str, str]:
 class DurableLog:
     """The log of one `Service` (one per `--workers` worker): log before the answer, checkpoints, replay."""
 
-    def __init__(self, wal: WriteAheadLog, service: Any) -> None:
+    def __init__(self, wal: WriteAheadLog, service: Any, *, dedup_spans: int = DEDUP_WINDOW_SPANS) -> None:
         self.wal = wal
+        self.dedup_spans = dedup_spans  # 0: no span-id window (a resend is evaluated again)
         self.intake = service.intake
         self.forwarder = service.forwarder
         self.pipeline = service.pipeline
@@ -94,7 +96,8 @@ class DurableLog:
         self.replayed_batches = 0  # the intake's batches up to this one are replays
         self.replayed_at = 0.0  # Unix time of this process's replay, 0 for none
         self.counts = {"replays": 0, "replayed_requests": 0, "forwarded_again": 0, "not_forwarded_again": 0,
-                       "truncated": 0, "corrupt": 0, "other_version": 0, "duplicates_dropped": 0}
+                       "truncated": 0, "corrupt": 0, "other_version": 0, "duplicates_dropped": 0, "runs_unpinned": 0}
+        self._unpinned_logged = False
         self._seen: set[tuple[int, int]] = set()
         self._window: deque[tuple[int, int]] = deque()
         self._closed_by: dict[int, int] = {}  # trace id -> the batches evaluated when its runs were seen closed
@@ -115,7 +118,7 @@ class DurableLog:
         why, segment = self.wal.append_at(REQUEST, request_payload(seq, body, content_type, encoding))
         with self._lock:
             if why is not None:
-                del self._batch_of[seq]
+                self._batch_of[seq] = 0  # not written: nothing to forward (a gap would hold `forwarded` for good)
                 return 0, why
             self._segment_last[segment] = max(self._segment_last.get(segment, 0), seq)
         return seq, None
@@ -124,6 +127,8 @@ class DurableLog:
         """The spans not taken among the last DEDUP_WINDOW_SPANS (those replayed included): a request the killed process
         had logged but not answered comes again from its sender, and is evaluated once (the others counted)."""
         seen = self._seen
+        if not self.dedup_spans:
+            return spans
         with self._lock:
             out = [span for span in spans if (span.context.trace_id, span.context.span_id) not in seen]
             self.counts["duplicates_dropped"] += len(spans) - len(out)
@@ -133,11 +138,12 @@ class DurableLog:
         """The logged request `seq` is intake batch `batch` (0: it held no readable span)."""
         keys = [(span.context.trace_id, span.context.span_id) for span in spans]
         with self._lock:
-            seen, window = self._seen, self._window
-            seen.update(keys)  # taken: a resend is a duplicate from now on
-            window.extend(keys)
-            while len(window) > DEDUP_WINDOW_SPANS:
-                seen.discard(window.popleft())
+            if self.dedup_spans:
+                seen, window = self._seen, self._window
+                seen.update(keys)  # taken: a resend is a duplicate from now on
+                window.extend(keys)
+                while len(window) > self.dedup_spans:
+                    seen.discard(window.popleft())
             self._batch_of[seq] = batch
             first = self._first_of_trace
             for trace_id, _ in keys:
@@ -156,7 +162,28 @@ class DurableLog:
 
     # -- checkpoints ----------------------------------------------------------------------------------
 
+    def _unpin(self, done: int) -> int:
+        """The open runs' requests fill the log (runs open for long under heavy traffic): let the forwarded ones go,
+        so that the log keeps taking requests; a crash then loses those runs' evaluations (lock held)."""
+        old = [trace_id for trace_id, (seq, _, _) in self._first_of_trace.items() if seq <= done]
+        for trace_id in old:
+            del self._first_of_trace[trace_id]
+            self._closed_by.pop(trace_id, None)
+        self.counts["runs_unpinned"] += len(old)
+        if not self._unpinned_logged:
+            self._unpinned_logged = True
+            logger.warning("otel-agent-eval serve: the write-ahead log in %s is %d%% full of the requests of runs still "
+                           "open; %d such traces are no longer kept for a replay (a crash would lose their run "
+                           "evaluations; agent_eval_serve_wal_runs_unpinned_total). Raise --wal-max-mib, or lower the "
+                           "run TTL", self.wal.directory, int(UNPIN_AT * 100), len(old))
+        return min((seq for seq, _, _ in self._first_of_trace.values()), default=done + 1)
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> None:
+        """Checkpoints every CHECKPOINT_EVERY_S, on a thread of their own."""
         self._thread = threading.Thread(target=self._every, name="otel-agent-eval-serve-wal", daemon=True)
         self._thread.start()
 
@@ -194,13 +221,17 @@ class DurableLog:
                     # closed, what closed them forwarded, and none of its requests is replayed again: not needed (were
                     # one replayed, a run root would be evaluated again without its calls)
                     del self._first_of_trace[trace_id], closed_by[trace_id]
-            runs_from = min((seq for seq, _, _ in self._first_of_trace.values()), default=max(forwarded, self._floor) + 1)
+            done = max(forwarded, self._floor)
+            runs_from = min((seq for seq, _, _ in self._first_of_trace.values()), default=done + 1)
+            if runs_from <= done and self.wal.size > self.wal.max_bytes * UNPIN_AT:
+                runs_from = self._unpin(done)
             self.forwarded, self.runs_from = forwarded, min(runs_from, max(forwarded, self._floor) + 1)
             needed_from = self.runs_from
             if (self.forwarded, self.runs_from) == before:
                 return
             below = min((s for s, last in self._segment_last.items() if last >= needed_from), default=self.wal.segment)
-        if self.wal.append(CHECKPOINT, _CHECKPOINT.pack(max(self.forwarded, self._floor), self.runs_from)) is None:
+        # past the bound too: the checkpoint is what lets the log shrink
+        if self.wal.append(CHECKPOINT, _CHECKPOINT.pack(max(self.forwarded, self._floor), self.runs_from), bounded=False) is None:
             if self.wal.release(below):
                 with self._lock:
                     for segment in [s for s in self._segment_last if s < below]:
@@ -322,6 +353,8 @@ def families(v: dict[str, float]) -> Iterator[Metric]:
     yield recovered
     yield CounterMetricFamily(PREFIX + "duplicate_spans_dropped", "Spans dropped as already taken (their span id among "
                               "the last 65,536): a sender's resend of a request the log had.", value=v["duplicates_dropped"])
+    yield CounterMetricFamily(PREFIX + "runs_unpinned", "Traces with runs open whose requests the log let go, being "
+                              "75% full: a crash would lose their run evaluations.", value=v["runs_unpinned"])
     yield GaugeMetricFamily(PREFIX + "bytes", "Bytes the write-ahead log holds on disk.", value=v["bytes"])
     yield GaugeMetricFamily(PREFIX + "capacity_bytes", "Bytes the write-ahead log may hold (--wal-max-mib).",
                             value=v["capacity_bytes"])
@@ -359,7 +392,7 @@ class WalTotals:
                 for name, value in values.items():
                     total[name] = max(total.get(name, 0), value) if name == "replayed_at" else total.get(name, 0) + value
         for name in ("replays", "forwarded_again", "not_forwarded_again", "truncated", "corrupt", "other_version",
-                     "duplicates_dropped", *GAUGES):
+                     "duplicates_dropped", "runs_unpinned", *GAUGES):
             total.setdefault(name, 0)
         return families(total)
 

@@ -87,6 +87,7 @@ class ServeConfig:
     wal_dir: str | None = None  # answer once the request is in this write-ahead log, replayed at start (`durable.py`)
     wal_fsync: str = "always"
     wal_max_bytes: int = 256 << 20
+    wal_dedup_spans: int = 65_536  # span ids remembered to drop a sender's resend; 0: none
 
     @property
     def hop(self) -> NextHop | None:
@@ -228,7 +229,8 @@ class Service(Listening):
         self.receiving.keep_messages = self.keep_messages
         self.durable: DurableLog | None = None
         if config.wal_dir is not None:  # acknowledged once logged, whatever `ack` says
-            self.durable = DurableLog(WriteAheadLog(config.wal_dir, fsync=config.wal_fsync, max_bytes=config.wal_max_bytes), self)
+            self.durable = DurableLog(WriteAheadLog(config.wal_dir, fsync=config.wal_fsync, max_bytes=config.wal_max_bytes),
+                                      self, dedup_spans=config.wal_dedup_spans)
             self.receiving.log = self.durable
         elif config.ack == FORWARDED:
             self.receiving.ack = ForwardedAck(self.intake, self.forwarder, timeout_s=config.ack_timeout_s)
@@ -260,7 +262,7 @@ class Service(Listening):
 
     def replay(self) -> None:
         """With a write-ahead log: evaluate again what the last process left (`durable.py`), then keep it."""
-        if self.durable is not None and self.durable._thread is None:
+        if self.durable is not None and not self.durable.started:
             self.durable.replay()
             self.durable.start()
             if self.registry is not None:

@@ -188,7 +188,7 @@ class WriteAheadLog:
         self.directory = Path(directory)
         self.fsync = fsync
         self.max_bytes = max_bytes
-        self.segment_bytes = min(segment_bytes, max_bytes)
+        self.segment_bytes = min(segment_bytes, max_bytes // 4)  # a full log still has whole segments to release
         self.slow_s = slow_s
         self.refused: dict[str, int] = dict.fromkeys((FULL, DISK_FULL, SLOW, FAILED), 0)
         self._lock = threading.Lock()  # one write at a time
@@ -258,15 +258,16 @@ class WriteAheadLog:
             return SLOW
         return None
 
-    def append(self, kind: bytes, payload: bytes) -> str | None:
-        """Write one record and sync it by the policy; None when done, else why it was refused (nothing written)."""
-        return self.append_at(kind, payload)[0]
+    def append(self, kind: bytes, payload: bytes, *, bounded: bool = True) -> str | None:
+        """Write one record and sync it by the policy; None when done, else why it was refused (nothing written).
+        `bounded=False` for the few bytes that let the log shrink (a checkpoint): written past `max_bytes` too."""
+        return self.append_at(kind, payload, bounded=bounded)[0]
 
-    def append_at(self, kind: bytes, payload: bytes) -> tuple[str | None, int]:
+    def append_at(self, kind: bytes, payload: bytes, *, bounded: bool = True) -> tuple[str | None, int]:
         """`append`, and the number of the segment the record went to (0 when refused)."""
         record = encode(kind, payload)
         with self._lock:
-            why = self._refusal(len(payload))
+            why = self._refusal(len(payload)) if bounded else None
             if why is None:
                 why = self._write(record)
             if why is not None:

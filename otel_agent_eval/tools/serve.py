@@ -92,6 +92,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              "acknowledged) or leave it to the OS (never: a process crash loses nothing)")
     parser.add_argument("--wal-max-mib", type=float, default=256.0, metavar="MIB",
                         help="the most the log holds on disk; past it, senders are told to retry (default 256)")
+    parser.add_argument("--wal-dedup-spans", type=int, default=65_536, metavar="N",
+                        help="with --wal-dir: drop a span whose id is among the last N taken (a sender's resend of a "
+                             "request the log replayed); 0 turns it off (default 65536)")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -120,6 +123,8 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"serve: --forward-timeout must be above 0 and at most {MAX_TIMEOUT_S} s (got {args.forward_timeout:g})")
     if not 1 <= args.wal_max_mib <= 1 << 20:
         raise ValueError(f"serve: --wal-max-mib must be at least 1 (got {args.wal_max_mib:g})")
+    if args.wal_dedup_spans < 0:
+        raise ValueError(f"serve: --wal-dedup-spans must be 0 or more (got {args.wal_dedup_spans})")
     workers = _workers(args.workers)
     queue_spans = args.queue_spans or DEFAULT_QUEUE_SPANS
     if queue_spans < workers:
@@ -179,6 +184,7 @@ def run_serve(args: argparse.Namespace) -> int:
         wal_dir=args.wal_dir,
         wal_fsync=args.wal_fsync,
         wal_max_bytes=int(args.wal_max_mib * 1024 * 1024),
+        wal_dedup_spans=args.wal_dedup_spans,
     )
     if workers > 1:
         from ..serve.workers import WorkerService

@@ -284,8 +284,9 @@ class Hop:
 
 # serve's default acknowledges a request once its spans are forwarded (`serve/ack.py`); beside it, the old path (on
 # receipt) and the write-ahead log (`serve/durable.py`, fsync before each answer), on the same requests
+# (the load repeats the same requests, so the log's span-id window, which would drop them as resends, is off)
 DURABILITY = (("serve --ack received", ("--ack", "received")),
-              ("serve --wal-dir", ("--wal-dir", "{workdir}/wal")))
+              ("serve --wal-dir", ("--wal-dir", "{workdir}/wal", "--wal-dedup-spans", "0")))
 
 
 def start_serve(sink: Sink, workers: int, log: Any, extra: tuple[str, ...] = (), name: str | None = None) -> Hop:
