@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import early
 import grpc
 import pytest
 from collector_fleet import BALANCER, FLEET_COLLECTOR, Collector, balance_to, fleet_overrides, grpc_endpoint
@@ -38,12 +42,13 @@ RUNS_PER_REQUEST, TOOLS_PER_RUN = 4, 2
 REQUEST_SPANS = RUNS_PER_REQUEST * (1 + TOOLS_PER_RUN)
 SEND_EVERY_S = 0.02
 COLLECTOR_CONSUMERS = 10  # the sending queue's num_consumers (default): requests in flight to one replica at most
-DEADLINE_S = 90.0  # liveness only
+DEADLINE_S = float(os.environ.get("AGENT_EVAL_TESTS_LIVENESS_S", 90))  # liveness only (longer as an early workload)
 
 
-@pytest.fixture(autouse=True)
-def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    local_only(monkeypatch)
+def local_env() -> None:
+    """What `serve_process.local_only` does for a test, for a workload in a fresh interpreter (`KILL_LOOPS`)."""
+    monkeypatch = pytest.MonkeyPatch()
+    local_only(monkeypatch)  # undone when the interpreter ends
 
 
 class CountingSink(trace_service_pb2_grpc.TraceServiceServicer):
@@ -153,6 +158,7 @@ def key(span: ReadableSpan) -> tuple[bytes, bytes]:
 
 MODES = {  # the mode's flags (a log directory of its own per replica), and whether runs are open across requests
     "forwarded": ((), False),  # whole runs a request: --ack forwarded loses exactly the runs open at a crash, here none
+    "forwarded-open": ((), True),  # runs open across requests: --ack forwarded loses exactly those open at a kill
     "wal": (("--wal-dir",), True),  # runs open across requests: the log's replay evaluates them whole
 }
 
@@ -187,27 +193,47 @@ def worker_pids(replica: Replica) -> list[int]:
     return sorted(int(c) for c in children)
 
 
-def check_delivery(sink: CountingSink, app: App) -> tuple[int, int]:
-    """Wait until every acknowledged span reached the sink; (acknowledged spans, duplicates delivered)."""
+def check_delivery(sink: CountingSink, app: App, *, open_runs_lost: bool = False) -> tuple[int, int, int]:
+    """Wait until every acknowledged span reached the sink (with `open_runs_lost`, all but the held tool calls of the
+    runs open at a kill); (acknowledged spans, duplicates delivered, runs lost)."""
     acknowledged = app.acknowledged
-    def missing() -> str:
-        lost = acknowledged - sink.seen.keys()
-        roots = sum(k in app.calls_of_root for k in lost)
-        return f"{len(lost)} missing: {roots} run roots, {len(lost) - roots} tool calls, of {len({t for t, _ in lost})} traces"
+
+    def missing() -> set[tuple[bytes, bytes]]:
+        return acknowledged - sink.seen.keys()
+
+    def lost_runs() -> dict[bytes, list[tuple[bytes, bytes]]]:
+        """The traces whose tool calls are missing, once their roots have arrived (the runs open at a kill)."""
+        roots = {k[0]: k for k in app.calls_of_root}
+        lost: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for k in missing():
+            lost.setdefault(k[0], []).append(k)
+        return lost if all(roots.get(t) not in missing() and t in roots for t in lost) else {}
+
+    def delivered() -> bool:
+        return not missing() or (open_runs_lost and bool(lost_runs()))
 
     try:
-        wait_for(lambda: acknowledged <= sink.seen.keys(), timeout_s=DEADLINE_S, what="every acknowledged span at the sink")
+        wait_for(delivered, timeout_s=DEADLINE_S, what="every acknowledged span at the sink")
     except AssertionError:
-        raise AssertionError(f"of {len(acknowledged)} acknowledged spans, {missing()}") from None
-    time.sleep(0.5)  # a late duplicate still in a queue
+        lost = missing()
+        roots = sum(k in app.calls_of_root for k in lost)
+        raise AssertionError(f"of {len(acknowledged)} acknowledged spans, {len(lost)} missing: {roots} run roots, "
+                             f"{len(lost) - roots} tool calls, of {len({t for t, _ in lost})} traces") from None
+    time.sleep(1.0)  # a late span or duplicate still in a queue
     with sink.lock:
-        assert acknowledged <= sink.evaluated  # every span arrived evaluated (tool calls and run roots)
-        roots = [k for k in acknowledged if k in app.calls_of_root]
-        # every run evaluated whole: each evaluation delivered counts all its calls, those a crash interrupted too
-        assert all(sink.run_calls[k] and set(sink.run_calls[k]) == {app.calls_of_root[k]} for k in roots), \
-            [(k, sink.run_calls.get(k)) for k in roots if set(sink.run_calls.get(k) or ()) != {app.calls_of_root[k]}][:5]
+        runs_lost = lost_runs() if open_runs_lost else {}
+        roots = {k[0]: k for k in app.calls_of_root}
+        for trace_id, spans in runs_lost.items():
+            # exactly an open run: all its held tool calls, and its evaluation made without them (0 calls)
+            assert len(spans) == TOOLS_PER_RUN and 0 in sink.run_calls[roots[trace_id]], (spans, sink.run_calls.get(roots[trace_id]))
+        kept = acknowledged - {k for spans in runs_lost.values() for k in spans}
+        assert kept <= sink.seen.keys() and kept <= sink.evaluated  # the rest arrived, evaluated
+        if not open_runs_lost:  # every run evaluated whole: each evaluation delivered counts all its calls
+            bad = [(k, sink.run_calls.get(k)) for k in kept & app.calls_of_root.keys()
+                   if not sink.run_calls.get(k) or set(sink.run_calls[k]) != {app.calls_of_root[k]}]
+            assert not bad, bad[:5]
         duplicates = sum(count - 1 for count in sink.seen.values())
-    return len(acknowledged), duplicates
+    return len(acknowledged), duplicates, len(runs_lost)
 
 
 def again(replica: Replica) -> float:
@@ -215,8 +241,10 @@ def again(replica: Replica) -> float:
     return replica.metric("agent_eval_serve_wal_replayed_spans_total", forwarded="again")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged(tmp_path: Path, mode: str) -> None:
+def replica_kill_loop(mode: str) -> dict[str, Any]:
+    """Replicas SIGKILLed mid-stream and started again, KILLS times; asserts the promise, returns the counts."""
+    local_env()
+    tmp_path = Path(tempfile.mkdtemp(prefix="durable-"))
     replayed_again, replays = 0.0, 0.0
     with fleet(tmp_path, mode) as (sink, pair, front):
         with App(grpc_endpoint(front), split_runs=MODES[mode][1]) as app:
@@ -229,19 +257,25 @@ def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged(tmp_path: Path,
                 victim.start()  # same ports; the Collector's retries find it; with a log, it replayed it first
                 replays += victim.metric("agent_eval_serve_wal_replays_total")
             wait_for(lambda: all(accepted(r) > 0 for r in pair), timeout_s=DEADLINE_S, what="both replicas to take spans")
-        total, duplicates = check_delivery(sink, app)
+        total, duplicates, runs_lost = check_delivery(sink, app, open_runs_lost=mode == "forwarded-open")
         replayed_again += sum(again(r) for r in pair)
-    print(f"{mode}: {KILLS} replica kills: {total} spans acknowledged, all delivered; {duplicates} duplicates"
+    print(f"{mode}: {KILLS} replica kills: {total} spans acknowledged, all delivered but the {runs_lost} runs open at a "
+          f"kill; {duplicates} duplicates"
           + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else ""))
     assert total > KILLS * REQUEST_SPANS
     # a restart replays when its log holds a request not yet forwarded or one an open run needs: nearly always here
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0
     # at-least-once: bounded by what was in flight in the Collector at each kill, and what the replays sent again
     assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
+            "runs_lost": runs_lost}
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged(tmp_path: Path, mode: str) -> None:
+def worker_kill_loop(mode: str) -> dict[str, Any]:
+    """A worker of a `--workers 2` replica SIGKILLed mid-stream KILLS times (its parent starts it again)."""
+    local_env()
+    tmp_path = Path(tempfile.mkdtemp(prefix="durable-"))
     with fleet(tmp_path, mode, "--workers", "2") as (sink, pair, front):
         replica = pair[0]
         with App(grpc_endpoint(front), split_runs=MODES[mode][1]) as app:
@@ -255,13 +289,47 @@ def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged(tmp_path: Path, 
             wait_for(lambda: len(worker_pids(replica)) == 2, timeout_s=DEADLINE_S, what="both workers running")
             before = accepted(replica)
             wait_for(lambda: accepted(replica) > before, timeout_s=DEADLINE_S, what="the replica to take spans again")
-        total, duplicates = check_delivery(sink, app)
+        total, duplicates, _ = check_delivery(sink, app)
         replayed_again, replays = again(replica), replica.metric("agent_eval_serve_wal_replays_total")
     print(f"{mode}: {KILLS} worker kills: {total} spans acknowledged, all delivered; {duplicates} duplicates"
           + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else ""))
     assert total > KILLS * REQUEST_SPANS
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0  # as above, per worker started again
     assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again}
+
+
+# The loops take a minute or more each (a replica or worker started 10 times, on the real Collector): they run as
+# early workloads (tests/early.py), in fresh interpreters beside the rest of the suite, on the CPU it leaves idle.
+KILL_LOOPS = {(where, mode): partial(early.fresh_process, "test_serve_durable", f"{where}_kill_loop({mode!r})")
+              for where, modes in (("replica", MODES), ("worker", ("forwarded", "wal"))) for mode in modes}
+
+
+@pytest.mark.early(KILL_LOOPS["replica", "forwarded"])
+def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged_forwarded() -> None:
+    assert early.result(KILL_LOOPS["replica", "forwarded"])["acknowledged"] > KILLS * REQUEST_SPANS
+
+
+@pytest.mark.early(KILL_LOOPS["replica", "forwarded-open"])
+def test_replicas_sigkilled_with_runs_open_lose_exactly_those_runs_forwarded() -> None:
+    """--ack forwarded with runs open across requests: what a kill costs is the runs open then, nothing else."""
+    assert early.result(KILL_LOOPS["replica", "forwarded-open"])["acknowledged"] > KILLS * REQUEST_SPANS
+
+
+@pytest.mark.early(KILL_LOOPS["replica", "wal"])
+def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged_wal() -> None:
+    assert early.result(KILL_LOOPS["replica", "wal"])["replays"] > 0
+
+
+@pytest.mark.early(KILL_LOOPS["worker", "forwarded"])
+def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged_forwarded() -> None:
+    assert early.result(KILL_LOOPS["worker", "forwarded"])["acknowledged"] > KILLS * REQUEST_SPANS
+
+
+@pytest.mark.early(KILL_LOOPS["worker", "wal"])
+def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged_wal() -> None:
+    assert early.result(KILL_LOOPS["worker", "wal"])["replays"] > 0
 
 
 def test_the_fleet_kit_runs_the_log_and_the_docs_say_so() -> None:

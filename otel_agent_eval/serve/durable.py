@@ -101,6 +101,8 @@ class DurableLog:
         self._seen: set[tuple[int, int]] = set()
         self._window: deque[tuple[int, int]] = deque()
         self._closed_by: dict[int, int] = {}  # trace id -> the batches evaluated when its runs were seen closed
+        self._spans_logged = 0
+        self._segment_spans: dict[int, int] = {}  # segment -> spans logged up to its end: kept while in the window
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -109,8 +111,8 @@ class DurableLog:
     def has_room(self) -> bool:
         return self.wal.has_room()
 
-    def log(self, body: bytes, content_type: str, encoding: str) -> tuple[int, str | None]:
-        """Write a request before it is admitted; (its number, None), or (0, why the log refused it)."""
+    def log(self, body: bytes, content_type: str, encoding: str, spans: int = 0) -> tuple[int, str | None]:
+        """Write a request (of `spans` spans) before it is admitted; (its number, None), or (0, why the log refused it)."""
         with self._lock:
             seq = self._next
             self._next += 1
@@ -121,6 +123,8 @@ class DurableLog:
                 self._batch_of[seq] = 0  # not written: nothing to forward (a gap would hold `forwarded` for good)
                 return 0, why
             self._segment_last[segment] = max(self._segment_last.get(segment, 0), seq)
+            self._spans_logged += spans
+            self._segment_spans[segment] = self._spans_logged
         return seq, None
 
     def fresh(self, spans: list[Any]) -> list[Any]:
@@ -134,7 +138,7 @@ class DurableLog:
             self.counts["duplicates_dropped"] += len(spans) - len(out)
         return out
 
-    def admitted(self, seq: int, batch: int, spans: list[Any]) -> None:
+    def admitted(self, seq: int, batch: int, spans: list[Any], *, window_only: bool = False) -> None:
         """The logged request `seq` is intake batch `batch` (0: it held no readable span)."""
         keys = [(span.context.trace_id, span.context.span_id) for span in spans]
         with self._lock:
@@ -144,6 +148,8 @@ class DurableLog:
                 window.extend(keys)
                 while len(window) > self.dedup_spans:
                     seen.discard(window.popleft())
+            if window_only:
+                return
             self._batch_of[seq] = batch
             first = self._first_of_trace
             for trace_id, _ in keys:
@@ -230,12 +236,19 @@ class DurableLog:
             if (self.forwarded, self.runs_from) == before:
                 return
             below = min((s for s, last in self._segment_last.items() if last >= needed_from), default=self.wal.segment)
+            if self.dedup_spans and self.wal.size <= self.wal.max_bytes * UNPIN_AT:
+                # a segment whose spans are still in the span-id window is kept, for a replay to rebuild the window
+                # (a sender may resend a request the killed process had forwarded, after another crash)
+                window_from = self._spans_logged - self.dedup_spans
+                below = min([below, *(s for s, end in self._segment_spans.items() if end > window_from)])
         # past the bound too: the checkpoint is what lets the log shrink
         if self.wal.append(CHECKPOINT, _CHECKPOINT.pack(max(self.forwarded, self._floor), self.runs_from), bounded=False) is None:
             if self.wal.release(below):
                 with self._lock:
                     for segment in [s for s in self._segment_last if s < below]:
                         del self._segment_last[segment]
+                    for segment in [s for s in self._segment_spans if s < below]:
+                        del self._segment_spans[segment]
 
     def stop(self) -> None:
         """After the service's drain: a last checkpoint (all forwarded, no run open: the log can go), then close."""
@@ -276,6 +289,7 @@ class DurableLog:
             self._floor = forwarded
             for seq, *_, segment in todo:
                 self._segment_last[segment] = max(self._segment_last.get(segment, 0), seq)
+        self._remember([r for r in requests if r[0] < start])
         if not todo:
             return 0
         self.replayed_batches = 1 << 62  # until the replay has admitted everything: every batch is one of it
@@ -283,11 +297,11 @@ class DurableLog:
         before = [r for r in todo if r[0] <= forwarded]
         swap = _SinkSwap(self.intake, self.pipeline) if before else None
         self._suppress_upto = 1 << 62  # every batch until the last of these is admitted (they are evaluated meanwhile)
-        spans_not = sum(self._replay_one(*r[:4]) for r in before)
+        spans_not = sum(self._replay_one(*r) for r in before)
         self._suppress_upto = self.intake.admitted
         if swap is not None:
             swap.after(self._suppress_upto)  # before the first request forwarded again is admitted
-        spans_again = sum(self._replay_one(*r[:4]) for r in again)  # counted again as they are handed on (`forwards`)
+        spans_again = sum(self._replay_one(*r) for r in again)  # counted again as they are handed on (`forwards`)
         self.replayed_batches = self.intake.admitted
         self.replayed_at = time.time()
         self.counts["replays"] += 1
@@ -299,7 +313,20 @@ class DurableLog:
                        "hop twice)", len(todo), self.wal.directory, spans_not, spans_again)
         return len(todo)
 
-    def _replay_one(self, seq: int, body: bytes, content_type: str, encoding: str) -> int:
+    def _remember(self, requests: list[tuple[int, bytes, str, str, int]]) -> None:
+        """The span ids of logged requests that are not replayed, into the window: a sender's resend of one (its
+        answer lost with the last process, or refused as another worker died) is then still taken once."""
+        for seq, body, content_type, encoding, segment in sorted(requests, key=lambda r: r[0]):
+            try:
+                spans = read_request(body, content_type, encoding, limit=REPLAY_LIMIT_BYTES).spans()[0]
+            except PayloadError:
+                continue
+            with self._lock:
+                self._spans_logged += len(spans)
+                self._segment_spans[segment] = self._spans_logged
+            self.admitted(seq, -1, spans, window_only=True)
+
+    def _replay_one(self, seq: int, body: bytes, content_type: str, encoding: str, segment: int) -> int:
         """Admit one logged request again (waiting for room, as a sender would); its spans."""
         try:
             spans, _problems = read_request(body, content_type, encoding, limit=REPLAY_LIMIT_BYTES,
@@ -308,6 +335,9 @@ class DurableLog:
             logger.error("otel-agent-eval serve: request %d of the write-ahead log cannot be read again (%s); skipped",
                          seq, exc)
             spans = []
+        with self._lock:
+            self._spans_logged += len(spans)
+            self._segment_spans[segment] = self._spans_logged
         spans = self.fresh(spans)
         while spans and not self.intake.reserve(len(spans)):
             time.sleep(0.01)

@@ -74,7 +74,7 @@ class Receiving:
         seq, taken = 0, len(spans)  # duplicates dropped below are counted accepted: they were, once
         if self.log is not None:
             spans = self.log.fresh(spans)  # a resend of what the log replayed: taken once
-            seq, why = self.log.log(body, content_type, encoding)
+            seq, why = self.log.log(body, content_type, encoding, taken)
             if why is not None:
                 intake.release(reserved)
                 self.metrics.spans(transport, "refused", reserved)

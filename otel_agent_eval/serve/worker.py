@@ -221,7 +221,7 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
         if durable is not None and spans:  # logged before it is admitted and answered
             spans = durable.fresh(spans)  # a resend of what the log replayed: taken once
             seq, why = durable.log(data, "application/x-protobuf" if body_kind == KIND_PROTOBUF else "application/json",
-                                   "identity")
+                                   "identity", offered)
             if why is not None:
                 parent.send("reply", request_id, -1, problems)  # refused: the parent answers retryable
                 continue
