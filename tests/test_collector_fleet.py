@@ -345,8 +345,10 @@ def test_a_replica_killed_mid_stream_loses_what_it_held_and_what_the_balancer_ga
         stack.enter_context(Collector(tmp_path, "next-hop", hop_config))
         front = fleet_overrides(grpc_endpoint(hop_config), give_up_after=GIVE_UP_AFTER)
         evaluated = grpc_endpoint(front, "otlp/evaluated")
-        # the killed replica holds what it accepts (forward delay 60 s), so what it loses is what it accepted
-        killed, other = Replica(evaluated, "--forward-delay", "60"), Replica(evaluated, "--forward-delay", "0.05")
+        # the killed replica holds what it accepts (acknowledged on receipt, the old path, and forward delay 60 s), so
+        # what it loses is what it accepted (tests/test_serve_durable.py: the default, --ack forwarded, loses nothing)
+        killed = Replica(evaluated, "--forward-delay", "60", "--ack", "received")
+        other = Replica(evaluated, "--forward-delay", "0.05")
         balance_to(front, [killed.endpoint, other.endpoint])
         stack.enter_context(replicas(killed, other))
         collector = stack.enter_context(Collector(tmp_path, "front", front, base=FLEET_COLLECTOR, json_logs=True))

@@ -214,7 +214,7 @@ def post(svc: Service, body: bytes, headers: dict[str, str] | None = None, path:
 
 def test_a_hanging_next_hop_makes_senders_retry_and_every_span_is_counted() -> None:
     hanging = HangingExporter()
-    svc = service(hanging, queue_spans=20, forward_queue_spans=10)
+    svc = service(hanging, queue_spans=20, forward_queue_spans=10, ack="received")  # acknowledged on receipt: the queues fill
     try:
         body = request_body(5)
         answers = []
@@ -259,7 +259,7 @@ def test_a_hanging_next_hop_makes_senders_retry_and_every_span_is_counted() -> N
 
 def test_grpc_refusal_carries_retry_info() -> None:
     hanging = HangingExporter()
-    svc = service(hanging, queue_spans=1, forward_queue_spans=1)
+    svc = service(hanging, queue_spans=1, forward_queue_spans=1, ack="received")  # acknowledged on receipt: the queue fills
     try:
         body = request_body(1)
         with grpc.insecure_channel(svc.grpc.endpoint) as channel:
@@ -387,7 +387,8 @@ def start_cli(*args: str, env: dict[str, str] | None = None):
 
 def test_the_command_serves_and_sigterm_drains_into_the_next_hop() -> None:
     with running_receiver("http") as receiver:
-        with start_cli("--forward-to", receiver.endpoint, "--forward-delay", "60") as (process, where):
+        # acknowledged on receipt, so that the spans wait in serve for the batch delay
+        with start_cli("--forward-to", receiver.endpoint, "--forward-delay", "60", "--ack", "received") as (process, where):
             exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=5)
             provider = TracerProvider(shutdown_on_exit=False)
             provider.add_span_processor(SimpleSpanProcessor(exporter))

@@ -148,9 +148,10 @@ def test_a_second_signal_during_the_drain_is_a_forced_stop_that_says_what_it_aba
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from serve_process import FREE_PORTS, serving
 
+    # acknowledged on receipt (--ack received): the spans are held in serve when the second signal comes
     with Policy(lambda _, n: 503).running() as hop, \
-            serving(*FREE_PORTS, "--forward-to", hop.endpoint, "--forward-timeout", "600", "--forward-delay", "0.05") \
-            as (process, where):
+            serving(*FREE_PORTS, "--forward-to", hop.endpoint, "--forward-timeout", "600", "--forward-delay", "0.05",
+                    "--ack", "received") as (process, where):
         assert OTLPSpanExporter(endpoint=where["OTLP/HTTP"], timeout=10).export(spans(7)).name == "SUCCESS"
         process.send_signal(signal.SIGTERM)
         for _ in range(300):  # /readyz turns 503 when the drain starts (bounded poll)

@@ -1,4 +1,5 @@
-"""What a restart of `serve` costs: SIGKILL mid-stream, restart on the same port, and account for every span.
+"""What a restart of `serve --ack received` (the old path) costs: SIGKILL mid-stream, restart on the same port, and
+account for every span (tests/test_serve_durable.py holds the default, `--ack forwarded`, to losing nothing).
 
 A real `serve` process receives spans from the SDK's OTLP/HTTP exporter while it is killed
 with SIGKILL and restarted on the same port. The exporter retries through the gap (its own
@@ -40,7 +41,8 @@ def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def start(http_port: int, forward_to: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
     return start_serve("--no-grpc", "--http-port", str(http_port), "--metrics-port", "0", "--forward-to", forward_to,
-                       "--forward-delay", "60", "--queue-spans", str(QUEUE_SPANS))
+                       "--forward-delay", "60", "--queue-spans", str(QUEUE_SPANS),
+                       "--ack", "received")  # the old path: acknowledged on receipt (test_serve_durable.py: forwarded)
 
 
 def tool_batches(count: int, size: int = BATCH_SPANS, tag: str = "") -> list[list[ReadableSpan]]:

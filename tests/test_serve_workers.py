@@ -262,7 +262,8 @@ def post(address: tuple[str, int], body: bytes) -> tuple[int, dict[str, str]]:
 def test_a_hanging_next_hop_makes_senders_retry_and_accepted_plus_refused_is_sent() -> None:
     hop = HangingHop().start()
     svc = WorkerService(ServeConfig(grpc_port=0, http_port=0, metrics_port=0, forward_to=hop.endpoint, forward_delay_s=0.05,
-                                    queue_spans=20, forward_queue_spans=10), workers=2, settings=SETTINGS).start()
+                                    queue_spans=20, forward_queue_spans=10, ack="received"),  # on receipt: the queues fill
+                        workers=2, settings=SETTINGS).start()
     try:
         codes, sent, refused_in_a_row = [], 0, 0
         deadline = time.monotonic() + 60  # liveness only
@@ -305,7 +306,8 @@ def test_a_hanging_next_hop_makes_senders_retry_and_accepted_plus_refused_is_sen
 def test_sigterm_drains_every_worker_into_the_next_hop() -> None:
     spans = finished(emit_traces) + finished(emit_traces)
     with running_receiver("http") as hop:
-        with start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "60") as (process, where):
+        # acknowledged on receipt, so that the spans wait in the workers for the batch delay
+        with start_cli("--workers", "2", "--forward-to", hop.endpoint, "--forward-delay", "60", "--ack", "received") as (process, where):
             exporter = HttpSpanExporter(endpoint=where["OTLP/HTTP"], timeout=10)
             assert exporter.export(spans) is SpanExportResult.SUCCESS
             exporter.shutdown()
@@ -346,7 +348,8 @@ def test_a_queue_smaller_than_the_workers_ends_in_one_line() -> None:
 
 def test_a_worker_that_dies_is_restarted_and_what_it_held_is_abandoned(caplog: pytest.LogCaptureFixture) -> None:
     hop = HangingHop().start()
-    svc = WorkerService(ServeConfig(grpc_port=0, http_port=0, metrics_port=0, forward_to=hop.endpoint, forward_delay_s=0.05),
+    svc = WorkerService(ServeConfig(grpc_port=0, http_port=0, metrics_port=0, forward_to=hop.endpoint, forward_delay_s=0.05,
+                                    ack="received"),  # on receipt: the worker holds what the hanging hop does not take
                         workers=2, settings=SETTINGS).start()
     try:
         assert post(svc.http.address, request_body(40))[0] == 200

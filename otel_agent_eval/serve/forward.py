@@ -57,6 +57,8 @@ class Forwarder:
         self._flush_asked = 0
         self._closing = False  # no more waiting for room: what does not fit is abandoned, counted
         self._closed = False
+        self.handed = 0  # spans ever `put` (first in, first out: the n-th span handed is the n-th settled)
+        self.settled = 0  # spans ever counted exported, failed or abandoned (`ack.py` waits on these two)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-forward", daemon=True)
         self._worker.start()
         self._logged: set[str] = set()
@@ -74,7 +76,9 @@ class Forwarder:
         with self._changed:
             while len(self._spans) and len(self._spans) + len(spans) > self.limit and not self._closing:
                 self._changed.wait()
+            self.handed += len(spans)
             if self._closed or (self._closing and len(self._spans) and len(self._spans) + len(spans) > self.limit):
+                self.settled += len(spans)
                 self.metrics.forwarded("abandoned", len(spans))
                 return
             self._spans.extend(spans)
@@ -94,6 +98,20 @@ class Forwarder:
                 self._changed.wait(remaining)
         return True
 
+    def wait_settled(self, mark: int, timeout_s: float) -> bool:
+        """Wait until the first `mark` spans ever handed are settled (exported, failed or abandoned), asking for an
+        export now rather than after `delay_s`; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self.settled < mark:
+                self._flush_asked += 1
+                self._changed.notify_all()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Export what is queued within `timeout_s`, count the rest as abandoned, shut the exporter down."""
         flushed = self.flush(timeout_s)
@@ -106,6 +124,8 @@ class Forwarder:
             left, self._spans = len(self._spans) + self._in_export, deque()
             self._in_export = 0  # a hung export's spans are counted here, not when (if ever) it returns
             self._closed = True
+            self.settled += left
+            self._changed.notify_all()
         if left:
             logger.error("otel-agent-eval serve: the next hop did not take %d spans before shutdown; they are abandoned "
                          "(agent_eval_serve_forwarded_spans_total{outcome=\"abandoned\"})", left)
@@ -182,6 +202,8 @@ class Forwarder:
             if not self._closed:  # else a shutdown counted them abandoned
                 self.metrics.forwarded(outcome, len(spans))
                 self._in_export -= len(spans)
+                self.settled += len(spans)
+                self._changed.notify_all()
 
     def _log_failure(self, failure: str, batch: list[ReadableSpan]) -> None:
         """One line for the first failure of each kind; the rest are only counted."""

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..metrics.endpoint import host_port
 from .auth import BearerToken
 from .payload import PROTOBUF
-from .receive import ACCEPTED, FULL, STOPPING, UNAUTHORIZED, Answer, Receiving
+from .receive import ACCEPTED, FULL, NOT_FORWARDED, RETRYABLE, STOPPING, UNAUTHORIZED, Answer, Receiving
 from .tls import ServerTls
 
 __all__ = ["GrpcReceiver"]
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 MAX_WORKERS = 8
 MAX_CONCURRENT_RPCS = 64
-CODES = {FULL: grpc.StatusCode.RESOURCE_EXHAUSTED, STOPPING: grpc.StatusCode.UNAVAILABLE,
+CODES = {FULL: grpc.StatusCode.RESOURCE_EXHAUSTED, STOPPING: grpc.StatusCode.UNAVAILABLE, NOT_FORWARDED: grpc.StatusCode.UNAVAILABLE,
          UNAUTHORIZED: grpc.StatusCode.UNAUTHENTICATED}
 
 
@@ -68,7 +68,7 @@ class TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
     def _abort(self, context: grpc.ServicerContext, answer: Answer) -> None:
         code = CODES.get(answer.kind, grpc.StatusCode.INVALID_ARGUMENT)
-        if answer.kind in (FULL, STOPPING):
+        if answer.kind in RETRYABLE:
             retry = error_details_pb2.RetryInfo(retry_delay=Duration(seconds=self.receiving.retry_after_s))
             details = status_pb2.Status(code=code.value[0], message=answer.message)
             details.details.add().Pack(retry)

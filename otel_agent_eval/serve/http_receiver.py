@@ -30,7 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ..metrics.endpoint import BoundedThreadsMixIn, host_port
 from .auth import BearerToken
 from .payload import JSON, PROTOBUF, media_type
-from .receive import ACCEPTED, FULL, INVALID, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer, Receiving
+from .receive import (ACCEPTED, FULL, INVALID, NOT_FORWARDED, RETRYABLE, STOPPING, TOO_LARGE, UNAUTHORIZED, UNSUPPORTED, Answer,
+                      Receiving)
 from .tls import TLS_RECORD_HANDSHAKE, ServerTls
 
 __all__ = ["HttpReceiver", "TRACES_PATH"]
@@ -40,8 +41,9 @@ logger = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT_S = 30.0
-STATUS = {ACCEPTED: 200, FULL: 429, STOPPING: 503, INVALID: 400, TOO_LARGE: 413, UNSUPPORTED: 415, UNAUTHORIZED: 401}
-GRPC_CODES = {FULL: 8, STOPPING: 14, INVALID: 3, TOO_LARGE: 3, UNSUPPORTED: 3, UNAUTHORIZED: 16}  # google.rpc.Code
+STATUS = {ACCEPTED: 200, FULL: 429, STOPPING: 503, NOT_FORWARDED: 503, INVALID: 400, TOO_LARGE: 413, UNSUPPORTED: 415,
+          UNAUTHORIZED: 401}
+GRPC_CODES = {FULL: 8, STOPPING: 14, NOT_FORWARDED: 14, INVALID: 3, TOO_LARGE: 3, UNSUPPORTED: 3, UNAUTHORIZED: 16}  # google.rpc.Code
 WRONG_PATH, WRONG_METHOD = "wrong_path", "wrong_method"  # answers of their own: a sender set up wrong, not bad data
 REFUSAL_CODES = {404: 5, 405: 12, 501: 12}  # google.rpc.Code NOT_FOUND, UNIMPLEMENTED; else INVALID_ARGUMENT
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -131,7 +133,7 @@ class _TracesHandler(BaseHTTPRequestHandler):
                 response.partial_success.rejected_spans = answer.rejected_spans
                 response.partial_success.error_message = answer.message
             return self._message(200, kind, response)
-        self._status(kind, answer, retry_after=receiving.retry_after_s if answer.kind in (FULL, STOPPING) else None)
+        self._status(kind, answer, retry_after=receiving.retry_after_s if answer.kind in RETRYABLE else None)
 
     def do_GET(self) -> None:  # noqa: N802
         self._refuse(405, WRONG_METHOD, f"POST OTLP traces to {TRACES_PATH}")

@@ -58,6 +58,7 @@ class Intake:
         self._changed = threading.Condition()
         self._stopping = False
         self.on_done: Callable[[int], object] | None = None  # after each batch, with its span count (`serve --workers`)
+        self.evaluating = 0  # the number of the batch being evaluated and handed on; 0 between batches (`durable.py`)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
         self._worker.start()
 
@@ -84,16 +85,38 @@ class Intake:
             self._queued += n
         return True
 
-    def admit(self, spans: list[ReadableSpan], reserved: int) -> None:
+    def admit(self, spans: list[ReadableSpan], reserved: int) -> int:
         """Queue the spans read from a request `reserved` held room for (as many or fewer: the unreadable ones
         were skipped), giving back the rest. Admitted even if the intake began stopping since: it was reserved
-        before, and `stop` evaluates what it holds."""
+        before, and `stop` evaluates what it holds. Returns the batch's number (`wait_evaluated`), 0 for none."""
         with self._changed:
             self._queued -= reserved - len(spans)
             if spans:
                 self._batches.append(spans)
                 self._added += 1
             self._changed.notify_all()
+            return self._added if spans else 0
+
+    @property
+    def admitted(self) -> int:
+        """The number of the last batch admitted."""
+        return self._added
+
+    @property
+    def evaluated_batches(self) -> int:
+        """The number of the last batch evaluated and handed on (batches go in order)."""
+        return self._taken
+
+    def wait_evaluated(self, batch: int, timeout_s: float | None = None) -> bool:
+        """Wait until batch number `batch` (and every one before it) has been evaluated and handed on."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._changed:
+            while self._taken < batch:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
 
     def release(self, reserved: int) -> None:
         """Give back room held by `reserve` for a request that was not admitted."""
@@ -103,15 +126,7 @@ class Intake:
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until what was queued when asked has been evaluated and handed on; False on timeout."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._changed:
-            target = self._added
-            while self._taken < target:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-        return True
+        return self.wait_evaluated(self._added, timeout_s)
 
     def stop(self, timeout_s: float = 10.0) -> bool:
         """Refuse new spans, evaluate the queued ones, then close every open run and hand its spans on.
@@ -142,10 +157,12 @@ class Intake:
             if batch is None:  # a quiet while: no new trace comes to close the runs idle past the TTL
                 self._hand_on(self.pipeline.expire())
                 continue
+            self.evaluating = self._taken + 1
             try:
                 self._evaluate(batch)
             except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
                 logger.exception("otel-agent-eval serve: evaluating a request failed; the service goes on")
+            self.evaluating = 0
             with self._changed:
                 self._queued -= len(batch)
                 self._taken += 1

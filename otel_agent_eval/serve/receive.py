@@ -10,17 +10,22 @@ are reported as a partial success.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from .ack import ForwardedAck
 from .intake import Intake
 from .payload import MAX_REQUEST_BYTES, PayloadError, TooLarge, Unsupported, read_request, span_count
 from .self_metrics import ServeMetrics
+
+if TYPE_CHECKING:
+    from .durable import DurableLog
 
 __all__ = ["Answer", "Receiving"]
 
 ACCEPTED, FULL, STOPPING, INVALID, TOO_LARGE, UNSUPPORTED, UNAUTHORIZED = (
     "accepted", "queue_full", "shutting_down", "invalid", "too_large", "unsupported", "unauthorized")
-RETRYABLE = (FULL, STOPPING)
+NOT_FORWARDED = "not_forwarded"  # taken, but not forwarded within the ack's wait (`ack.py`): retryable, a duplicate then
+RETRYABLE = (FULL, STOPPING, NOT_FORWARDED)
 
 
 class Answer(NamedTuple):
@@ -48,6 +53,8 @@ class Receiving:
     def noise(self) -> list[str] | None:
         """The keys for the native reader's noise rule now, or None (every span built)."""
         return self.noise_keys() if self.noise_keys is not None and self.keep_messages else None
+        self.ack: ForwardedAck | None = None  # answer only once the spans are forwarded (`ack.py`); None: on receipt
+        self.log: DurableLog | None = None  # write each request to the write-ahead log before admitting it (`durable.py`)
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         """Parse, count, reserve room for every span, and only then build the spans: a refused request costs
@@ -72,8 +79,21 @@ class Receiving:
         except BaseException:
             intake.release(reserved)
             raise
-        intake.admit(spans, reserved)
-        self._count_taken(transport, len(spans), problems)
+        seq, taken = 0, len(spans)  # duplicates dropped below are counted accepted: they were, once
+        if self.log is not None:
+            spans = self.log.fresh(spans)  # a resend of what the log replayed: taken once
+            seq, why = self.log.log(body, content_type, encoding, taken)
+            if why is not None:
+                intake.release(reserved)
+                self.metrics.spans(transport, "refused", reserved)
+                return self._answer(transport, Answer(FULL, f"the write-ahead log cannot take it now ({why}); "
+                                                      f"retry after {self.retry_after_s}s"))
+        batch = intake.admit(spans, reserved)
+        if self.log is not None:
+            self.log.admitted(seq, batch, spans)
+        self._count_taken(transport, taken, problems)
+        if self.ack is not None and not self.ack.wait(batch):
+            return self._not_forwarded(transport)
         return self._accepted(transport, problems)
 
     def too_large(self, transport: str, length: int) -> Answer:
@@ -102,6 +122,11 @@ class Receiving:
         if problems:
             message = f"{len(problems)} span(s) skipped: {problems[0][:200]}" + (" (and more)" if len(problems) > 1 else "")
         return self._answer(transport, Answer(ACCEPTED, message, len(problems)))
+
+    def _not_forwarded(self, transport: str) -> Answer:
+        """Taken and still queued for the next hop when the ack's wait ran out: the sender retries (a duplicate)."""
+        return self._answer(transport, Answer(NOT_FORWARDED, "accepted but not yet forwarded to the next hop; "
+                                              f"retry after {self.retry_after_s}s"))
 
     def _refused(self, transport: str, body: bytes, content_type: str, encoding: str) -> Answer:
         self.metrics.spans(transport, "refused", span_count(body, content_type, encoding, limit=self.max_bytes))

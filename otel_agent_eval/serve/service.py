@@ -30,7 +30,9 @@ from ..metrics.endpoint import host_port
 from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
 from ..otel.wiring import attach, build_pipeline, resolve
+from .ack import DEFAULT_ACK, DEFAULT_ACK_TIMEOUT_S, FORWARDED, ForwardedAck
 from .auth import BearerToken
+from .durable import DurableLog
 from .forward import DEFAULT_BUDGET_S, DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
 from .http_receiver import HttpReceiver
@@ -41,6 +43,7 @@ from .receive import Receiving
 from .self_metrics import ServeMetrics
 from .status import serve_status
 from .tls import ServerTls
+from .wal import WriteAheadLog
 
 __all__ = ["ServeConfig", "Service", "collect_less"]
 
@@ -80,6 +83,12 @@ class ServeConfig:
     otlp_metrics_interval_s: float | None = None  # default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s
     otlp_histograms: str | None = None  # exponential or explicit (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION)
     keep_messages: bool = field(default_factory=keep_messages_default)  # never with redaction on (`Service`)
+    ack: str = DEFAULT_ACK  # "forwarded": answer a request once its spans are forwarded; "received": on receipt (`ack.py`)
+    ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
+    wal_dir: str | None = None  # answer once the request is in this write-ahead log, replayed at start (`durable.py`)
+    wal_fsync: str = "always"
+    wal_max_bytes: int = 256 << 20
+    wal_dedup_spans: int = 65_536  # span ids remembered to drop a sender's resend; 0: none
 
     @property
     def hop(self) -> NextHop | None:
@@ -220,6 +229,13 @@ class Service(Listening):
                                    retry_after_s=config.retry_after_s)
         self.receiving.keep_messages = self.keep_messages
         self.receiving.noise_keys = lambda: pipeline_keys(self.pipeline)  # spans that cannot matter pass unbuilt
+        self.durable: DurableLog | None = None
+        if config.wal_dir is not None:  # acknowledged once logged, whatever `ack` says
+            self.durable = DurableLog(WriteAheadLog(config.wal_dir, fsync=config.wal_fsync, max_bytes=config.wal_max_bytes),
+                                      self, dedup_spans=config.wal_dedup_spans)
+            self.receiving.log = self.durable
+        elif config.ack == FORWARDED:
+            self.receiving.ack = ForwardedAck(self.intake, self.forwarder, timeout_s=config.ack_timeout_s)
         self.metrics.before_collect = lambda: self.intake.drain(timeout_s=COLLECT_WAIT_S)
         self.metrics.gauges = {
             "open_runs": ("Traces with agent runs open.", lambda: len(self.pipeline.runs)),
@@ -240,14 +256,25 @@ class Service(Listening):
 
     def start(self) -> Service:
         """Listen on the configured ports (OSError, with everything started so far stopped, when one is taken)."""
+        self.replay()
         self._listen()
         self._start_otlp_metrics()
         self._ready = True
         return self
 
+    def replay(self) -> None:
+        """With a write-ahead log: evaluate again what the last process left (`durable.py`), then keep it."""
+        if self.durable is not None and not self.durable.started:
+            self.durable.replay()
+            self.durable.start()
+            if self.registry is not None:
+                self.registry.register(self.durable)
+
     def _families(self) -> Iterator[Metric]:
         yield from self.metrics.collect()
         yield from self.serve_metrics.collect()
+        if self.durable is not None:
+            yield from self.durable.collect()
 
     def drain(self, timeout_s: float = 10.0) -> bool:
         """Evaluate what was accepted so far and export it to the next hop (tests and scrapes use this)."""
@@ -265,12 +292,16 @@ class Service(Listening):
             self.forwarder.shutdown(timeout if finished else 0.0)
         if not finished:  # it waited on a next hop that hangs; the forwarder now abandons (counted) instead
             self.intake.stop(timeout)
+        if self.durable is not None:
+            self.durable.stop()
         self._close_endpoints()
         self.metrics.close()
         if self._ready:  # a port was taken at start: nothing ran, nothing to sum up
             log_stopped(self.serve_metrics)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
+        if self.durable is not None and not self.durable.forwards(spans):
+            return  # a replay of spans forwarded before a crash
         if self.forwarder is not None:
             self.forwarder.put(spans)
 

@@ -12,9 +12,9 @@ Parent to worker: `C` configuration (pickled, first), `B` a batch (8-byte reques
 kind 0 protobuf / 1 JSON, the body), `R` reload the catalog (pickled path or None), `F` write the
 metric files now (8-byte sequence number; the parent is about to read them), `S` stop.
 Worker to parent, `M` with a pickled tuple:
-  ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems)
+  ("ready", pid) | ("error", line) | ("reply", request_id, spans_taken, problems[, not_forwarded])
   | ("done", spans_evaluated, open_runs, held_back_calls, forward_queued) | ("fwd", outcome, spans)
-  | ("flushed", sequence) | ("stopped",)
+  | ("flushed", sequence) | ("wal", counts) | ("stopped",)
 
 The worker sums its metric updates in memory and writes the files when the parent asks (before a
 scrape or an OTLP metrics export), every FLUSH_INTERVAL_S, and when it stops: writing them once a
@@ -119,11 +119,16 @@ def main() -> int:
     parent.send("ready", os.getpid())
     stopping = threading.Event()
     threading.Thread(target=_flush_every, args=(sync, stopping), name="otel-agent-eval-metric-files", daemon=True).start()
+    from .ack import AckLater
+
+    acks = AckLater(service.receiving.ack) if service.receiving.ack is not None else None  # `--ack forwarded`
     try:
-        _serve(service, inp, parent, sync)
+        _serve(service, inp, parent, sync, acks)
     finally:
         stopping.set()
         service.stop()  # evaluate what was admitted, close open runs, flush the next hop
+        if acks is not None:
+            acks.stop()  # the requests forwarded by the drain are answered
         sync()
         parent.send("stopped")
     return 0
@@ -135,7 +140,12 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
     from ..metrics import names as n
     from .service import Service
 
-    service = Service(options["config"], settings=options["settings"], catalog=options["catalog"], registry=None)
+    config = options["config"]
+    if config.wal_dir is not None:  # each worker its own log (`durable.py`), replayed when it starts again
+        from dataclasses import replace
+
+        config = replace(config, wal_dir=os.path.join(config.wal_dir, f"worker-{options['index']}"))
+    service = Service(config, settings=options["settings"], catalog=options["catalog"], registry=None)
     pipeline, metrics, intake, forwarder = service.pipeline, service.metrics, service.intake, service.forwarder
     closed = Counter(n.RUNS_CLOSED_EARLY.name, n.RUNS_CLOSED_EARLY.help, list(n.RUNS_CLOSED_EARLY.labels), registry=None)
     reasons = ("ttl", "capacity", "shutdown")
@@ -153,14 +163,19 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
                 if value > carried[reason]:
                     children[reason].inc(value - carried[reason])
                     carried[reason] = value
+            if service.durable is not None:  # its write-ahead log's counts, summed by the parent (`WalTotals`)
+                parent.send("wal", service.durable.snapshot())
 
     def done(spans: int) -> None:
+        if service.durable is not None and intake.evaluated_batches <= service.durable.replayed_batches:
+            return  # a replay of this worker's log: the parent never sent it
         parent.send("done", spans, len(pipeline.runs), pipeline.runs.held_back, len(forwarder) if forwarder is not None else 0)
 
     intake.on_done = done
     if metrics.mirror is not None:  # the files are written by `sync`: when the parent asks, on a timer, at stop
         metrics.mirror.buffer()
     service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
+    service.replay()  # with --wal-dir: what this worker's last process left
     return service, sync
 
 
@@ -172,7 +187,7 @@ def _flush_every(sync: Any, stopping: threading.Event) -> None:
             logging.getLogger(__name__).exception("otel-agent-eval serve: writing the metric files failed")
 
 
-def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
+def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any = None) -> None:
     from ..otel.reload import reload_catalog
     from .payload import PayloadError, json_spans, protobuf_spans
 
@@ -203,8 +218,23 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any) -> None:
             spans, problems = [], [str(exc)]
         except Exception as exc:  # noqa: BLE001 - never lose the reply
             spans, problems = [], [f"unreadable ({type(exc).__name__})"]
-        taken = len(spans) if service.intake.offer(spans) else -1  # the parent reserved room: -1 is never expected
-        parent.send("reply", request_id, taken, problems)
+        durable, seq, offered = service.durable, 0, len(spans)
+        if durable is not None and spans:  # logged before it is admitted and answered
+            spans = durable.fresh(spans)  # a resend of what the log replayed: taken once
+            seq, why = durable.log(data, "application/x-protobuf" if body_kind == KIND_PROTOBUF else "application/json",
+                                   "identity", offered)
+            if why is not None:
+                parent.send("reply", request_id, -1, problems)  # refused: the parent answers retryable
+                continue
+        admitted = service.intake.offer(spans)
+        if durable is not None and spans:
+            durable.admitted(seq, service.intake.admitted if admitted else 0, spans)
+        taken = offered if admitted else -1  # the parent reserved room: -1 is never expected (duplicates count as taken)
+        if admitted and spans and acks is not None:  # answered once forwarded; a 5th item True: not within the wait
+            acks.later(service.intake.admitted, lambda forwarded, r=request_id, t=taken, p=problems:
+                       parent.send("reply", r, t, p, not forwarded))
+        else:
+            parent.send("reply", request_id, taken, problems)
 
 
 if __name__ == "__main__":

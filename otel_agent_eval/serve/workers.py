@@ -52,6 +52,7 @@ from ..metrics import names as n
 from ..metrics.families import catalog_families, family
 from ..metrics.multiprocess import FileSums
 from ..otel.wiring import resolve
+from .durable import WalTotals
 from .payload import PROTOBUF, PayloadError, checked_body
 from .receive import FULL, STOPPING, Answer, Receiving
 from .self_metrics import ServeMetrics
@@ -145,6 +146,7 @@ class WorkerPool:
         self.directory = tempfile.mkdtemp(prefix="otel-agent-eval-serve-")
         self.workers = [_Worker(i) for i in range(workers)]
         self._flush_sequence = 0
+        self.wal_totals = WalTotals()  # with --wal-dir: the workers' logs (`durable.py`)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -327,9 +329,8 @@ class WorkerPool:
 
     def _message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         what = message[0]
-        if what == "reply":
-            _, request_id, taken, problems = message
-            self._settle_part(worker, request_id, (taken, problems))
+        if what == "reply":  # with `--ack forwarded`, once forwarded; a 5th item True: not within the wait (`ack.py`)
+            self._settle_part(worker, message[1], tuple(message[2:]))  # type: ignore[arg-type]
         elif what == "done":
             _, spans, open_runs, held_back, forward_queued = message
             with self._lock:
@@ -341,6 +342,8 @@ class WorkerPool:
             with self._lock:
                 worker.settled += spans
             self.metrics.forwarded(outcome, spans)
+        elif what == "wal":
+            self.wal_totals.update(worker.index, message[1])
         elif what == "flushed":
             with self._lock:
                 worker.flushed = max(worker.flushed, message[1])
@@ -361,6 +364,7 @@ class WorkerPool:
             worker.alive = False
             worker.open_runs = worker.held_back = worker.forward_queued = 0
             self._lock.notify_all()
+        self.wal_totals.ended(worker.index)
         for request_id in list(worker.pending):
             self._settle_part(worker, request_id, None)
         worker.ready.set()
@@ -435,6 +439,8 @@ class ShardedReceiving(Receiving):
                 taken += result[0]
                 problems += result[1]
         self._count_taken(transport, taken, problems)
+        if any(result is not None and len(result) > 2 and result[2] for result in results):  # type: ignore[misc]
+            return self._not_forwarded(transport)
         if lost:  # a worker ended with this request's part: the sender sends it again
             self.metrics.spans(transport, "refused", lost)
             if self.stopping or pool.stopping:
@@ -494,6 +500,8 @@ class WorkerService(Listening):
         }
         self.registry.register(_MainFamilies(self))
         self.registry.register(self.serve_metrics)
+        if config.wal_dir is not None:
+            self.registry.register(self.pool.wal_totals)
         FileSums(self.registry, path=self.pool.directory)
         super().__init__()
         self._settings = settings

@@ -81,6 +81,20 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--otlp-histograms", choices=("exponential", "explicit"), default=None,
                         help="histograms over OTLP (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "
                              "else exponential)")
+    parser.add_argument("--ack", choices=("forwarded", "received"), default="forwarded",  # serve/ack.py
+                        help="when a request is answered: 'forwarded' (default) once its spans are forwarded, so a crash "
+                             "loses none the sender was told were taken (bar the runs still open); 'received' on receipt")
+    parser.add_argument("--wal-dir", metavar="DIR",
+                        help="write each request to a write-ahead log here before answering it, and replay it at start "
+                             "(serve/durable.py): a crash loses nothing acknowledged, open runs included")
+    parser.add_argument("--wal-fsync", choices=("always", "never"), default="always",
+                        help="sync the log to disk before each answer (always, the default: a power cut loses nothing "
+                             "acknowledged) or leave it to the OS (never: a process crash loses nothing)")
+    parser.add_argument("--wal-max-mib", type=float, default=256.0, metavar="MIB",
+                        help="the most the log holds on disk; past it, senders are told to retry (default 256)")
+    parser.add_argument("--wal-dedup-spans", type=int, default=65_536, metavar="N",
+                        help="with --wal-dir: drop a span whose id is among the last N taken (a sender's resend of a "
+                             "request the log replayed); 0 turns it off (default 65536)")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -107,6 +121,10 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ValueError(f"serve: --forward-delay must be above 0 and at most {MAX_TIMEOUT_S} s (got {args.forward_delay:g})")
     if not 0 < args.forward_timeout <= MAX_TIMEOUT_S:
         raise ValueError(f"serve: --forward-timeout must be above 0 and at most {MAX_TIMEOUT_S} s (got {args.forward_timeout:g})")
+    if not 1 <= args.wal_max_mib <= 1 << 20:
+        raise ValueError(f"serve: --wal-max-mib must be at least 1 (got {args.wal_max_mib:g})")
+    if args.wal_dedup_spans < 0:
+        raise ValueError(f"serve: --wal-dedup-spans must be 0 or more (got {args.wal_dedup_spans})")
     workers = _workers(args.workers)
     queue_spans = args.queue_spans or DEFAULT_QUEUE_SPANS
     if queue_spans < workers:
@@ -162,6 +180,11 @@ def run_serve(args: argparse.Namespace) -> int:
         max_request_bytes=int(args.max_request_mib * 1024 * 1024),
         queue_spans=queue_spans,
         forward_delay_s=args.forward_delay,
+        ack=args.ack,
+        wal_dir=args.wal_dir,
+        wal_fsync=args.wal_fsync,
+        wal_max_bytes=int(args.wal_max_mib * 1024 * 1024),
+        wal_dedup_spans=args.wal_dedup_spans,
     )
     if workers > 1:
         from ..serve.workers import WorkerService

@@ -149,7 +149,7 @@ def serve_mix(seconds: float, connections: int, spans_per_request: int, runs: in
 
     with tempfile.TemporaryDirectory(prefix="bench-mix-") as workdir:
         result["rows"].append(one(lambda sink, log: start_serve(sink, 1, log), "serve"))
-        result["rows"].append(one(lambda sink, log: start_serve(sink, 1, log, OLD_PATH), "serve, old path"))
+        result["rows"].append(one(lambda sink, log: start_serve(sink, 1, log, env=OLD_PATH), "serve, old path"))
         if workers > 1:
             result["rows"].append(one(lambda sink, log: start_serve(sink, workers, log), f"serve --workers {workers}"))
         if binary:

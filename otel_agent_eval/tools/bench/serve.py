@@ -7,7 +7,8 @@ as it does by default); the Collector receives OTLP/HTTP, derives metrics with t
 exports traces and metrics over OTLP/HTTP. The figure is spans per CPU-second of each process tree (utime + stime
 from /proc, every thread and worker), over the load and the drain that follows it; the ratio is serve's over the
 Collector's. Then each takes an open-loop load at half serve's capacity (64-span requests) for the ingest latency,
-and serve runs again with `--workers 2` for the scaling. Nothing is lost: after a graceful stop, the spans the
+serve runs again in its other acknowledgement modes (on receipt, the old path; after a write-ahead log's fsync),
+and with `--workers 2` for the scaling. Nothing is lost: after a graceful stop, the spans the
 senders saw acknowledged = accepted = forwarded = counted by the sink, for each.
 
 The sink accepts /v1/metrics (serve's and the connector's metrics) and counts only /v1/traces spans: running serve
@@ -282,11 +283,19 @@ class Hop:
     telemetry_url: str = ""
 
 
-def start_serve(sink: Sink, workers: int, log: Any, env: dict[str, str] | None = None) -> Hop:
+# serve's default acknowledges a request once its spans are forwarded (`serve/ack.py`); beside it, the old path (on
+# receipt) and the write-ahead log (`serve/durable.py`, fsync before each answer), on the same requests
+# (the load repeats the same requests, so the log's span-id window, which would drop them as resends, is off)
+DURABILITY = (("serve --ack received", ("--ack", "received")),
+              ("serve --wal-dir", ("--wal-dir", "{workdir}/wal", "--wal-dedup-spans", "0")))
+
+
+def start_serve(sink: Sink, workers: int, log: Any, extra: tuple[str, ...] = (), name: str | None = None,
+                env: dict[str, str] | None = None) -> Hop:
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_agent_eval.tools.cli", "serve", "--no-grpc", "--http-port", "0", "--metrics-port", "0",
          "--forward-to", f"{sink.base}/v1/traces", "--forward-delay", "0.2", "--workers", str(workers),
-         "--otlp-metrics-interval", str(METRICS_INTERVAL_S)],
+         "--otlp-metrics-interval", str(METRICS_INTERVAL_S), *extra],
         stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", **(env or {})})
     line = process.stdout.readline() if process.stdout else ""
     try:
@@ -296,7 +305,7 @@ def start_serve(sink: Sink, workers: int, log: Any, env: dict[str, str] | None =
         process.kill()
         process.wait()
         raise RuntimeError(f"serve did not say where it listens: {line.strip() or _tail(log)}") from None
-    return Hop("serve" if workers == 1 else f"serve --workers {workers}", process, (host, int(port)), sink, log,
+    return Hop(name or ("serve" if workers == 1 else f"serve --workers {workers}"), process, (host, int(port)), sink, log,
                telemetry_url=where.get("metrics", ""))
 
 
@@ -478,8 +487,10 @@ def steps(requests: list[tuple[bytes, int]], rounds: int = 3) -> dict[str, float
 
 
 def serve_section(seconds: float, connections: int, spans_per_request: int, runs: int, latency_spans_per_request: int,
-                  latency_runs: int, workers: tuple[int, ...] = (2,), collector: str | None = None) -> dict[str, Any]:
-    """serve, the Collector (when built) and serve with more workers, one after the other on the same requests."""
+                  latency_runs: int, workers: tuple[int, ...] = (2,), collector: str | None = None,
+                  durability: bool = True) -> dict[str, Any]:
+    """serve, the Collector (when built), serve in its other acknowledgement modes (`durability`) and serve with more
+    workers, one after the other on the same requests."""
     binary, missing = (collector, "") if collector else find_collector()
     requests = requests_of(spans_per_request, runs)
     latency_requests = requests_of(latency_spans_per_request, latency_runs)
@@ -507,6 +518,10 @@ def serve_section(seconds: float, connections: int, spans_per_request: int, runs
             else:
                 result["rows"].append(row)
                 result["ratio"] = serve["spans_per_cpu_s"] / row["spans_per_cpu_s"]
+        for name, extra in DURABILITY if durability else ():  # the other acknowledgement modes, at serve's latency rate
+            extra = tuple(a.replace("{workdir}", workdir) for a in extra)
+            result["rows"].append(one(lambda sink, log, e=extra, m=name: start_serve(sink, 1, log, e, m), latency=True,
+                                      rate=serve["latency"]["rate_spans_per_s"]))
         for n in workers:
             result["rows"].append(one(lambda sink, log, n=n: start_serve(sink, n, log), latency=False))
     return result

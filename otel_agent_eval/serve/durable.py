@@ -1,0 +1,461 @@
+"""`serve --wal-dir DIR`: each request written to a write-ahead log (`wal.py`) before it is acknowledged, and
+replayed by the next process on the same directory, the open runs' state included.
+
+The simplest state that rebuilds everything is the requests themselves: the log holds the request bytes as they
+came (compressed or not), and a restarted process runs them through the same pipeline again. Two numbers,
+written as a checkpoint record every CHECKPOINT_EVERY_S, say what a replay needs:
+
+- `forwarded`: every request numbered up to it was evaluated and its spans settled with the next hop (the intake
+  and the forwarder are first in, first out, so one (batch, spans handed) pair taken on a tick says so once the
+  forwarder has settled that many spans);
+- `runs_from`: the first request that a run still open needs (the oldest request of each trace the pipeline
+  still tracks).
+
+At start, the requests from `min(runs_from, forwarded + 1)` are evaluated again in order. Those up to `forwarded`
+only rebuild the open runs: what they hand on was forwarded before the crash and is dropped, and they are not
+counted in the metrics again (the pipeline's sink is a `NoSink` meanwhile). Those after it are evaluated and
+forwarded as new. So a crash loses no acknowledged span, and the runs open at the crash are evaluated when they
+close. Duplicates at the next hop: the spans of requests after the last checkpoint that the killed process had
+forwarded already (at most CHECKPOINT_EVERY_S of forwarding), and a request acknowledged by a sync the sender never
+heard of (it sends it again); `agent_eval_serve_wal_replayed_spans_total{forwarded="again"}` counts the first
+kind, which bounds it. Segments whose requests are all before both numbers are deleted (`WriteAheadLog.release`),
+so the log holds what is in flight plus the open runs' requests, never more than `--wal-max-mib`.
+
+Not replayed exactly: a run the killed process closed by its TTL or the open-run cap, if it closes differently in
+the replay (it is then forwarded twice, never lost); the metrics of requests evaluated after the last checkpoint
+(counted again).
+
+    >>> durable = DurableLog(WriteAheadLog(directory), service)
+    >>> durable.replay()   # before listening
+    >>> seq, why = durable.log(body, content_type, encoding)   # why: None, or the log's refusal
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ..core.pipeline import NoSink
+from .payload import PayloadError, read_request
+from .wal import DISK_FULL, FAILED, FULL, SLOW, WriteAheadLog
+
+__all__ = ["CHECKPOINT", "REQUEST", "DurableLog", "WalTotals"]
+
+logger = logging.getLogger(__name__)
+
+REQUEST, CHECKPOINT = b"R", b"C"
+_REQUEST_HEAD = struct.Struct(">QBB")  # sequence number, content type's length, encoding's length
+_CHECKPOINT = struct.Struct(">QQ")  # forwarded, runs_from
+CHECKPOINT_EVERY_S = 0.2
+UNPIN_AT = 0.75  # past this share of --wal-max-mib, forwarded requests of open runs are let go (`_unpin`)
+DEDUP_WINDOW_SPANS = 65_536  # span ids remembered to drop a sender's resend of what the log replayed (about 10 MiB)
+REPLAY_LIMIT_BYTES = 1 << 31  # a logged request was within --max-request-mib when taken
+PREFIX = "agent_eval_serve_wal_"
+
+
+def request_payload(seq: int, body: bytes, content_type: str, encoding: str) -> bytes:
+    ct, enc = content_type.encode()[:255], encoding.encode()[:255]
+    return _REQUEST_HEAD.pack(seq, len(ct), len(enc)) + ct + enc + body
+
+
+def read_request_payload(payload: bytes) -> tuple[int, bytes, str, str]:
+    seq, ct_len, enc_len = _REQUEST_HEAD.unpack_from(payload)
+    at = _REQUEST_HEAD.size
+    content_type = payload[at:at + ct_len].decode(errors="replace")
+    encoding = payload[at + ct_len:at + ct_len + enc_len].decode(errors="replace")
+    return seq, payload[at + ct_len + enc_len:], content_type, encoding
+
+
+class DurableLog:
+    """The log of one `Service` (one per `--workers` worker): log before the answer, checkpoints, replay."""
+
+    def __init__(self, wal: WriteAheadLog, service: Any, *, dedup_spans: int = DEDUP_WINDOW_SPANS) -> None:
+        self.wal = wal
+        self.dedup_spans = dedup_spans  # 0: no span-id window (a resend is evaluated again)
+        self.intake = service.intake
+        self.forwarder = service.forwarder
+        self.pipeline = service.pipeline
+        self.keep_messages = service.keep_messages
+        self._lock = threading.Lock()
+        self._next = 1  # the next request's number
+        self._batch_of: dict[int, int | None] = {}  # request number -> its intake batch (None: logged, not admitted)
+        self._first_of_trace: dict[int, tuple[int, int, int]] = {}  # trace id -> (first request, its batch, last request)
+        self._segment_last: dict[int, int] = {}  # segment -> the highest request number in it
+        self._ticks: deque[tuple[int, int]] = deque()  # (batches evaluated, spans handed on by then)
+        self._settled_batch = 0
+        self.forwarded = 0
+        self.runs_from = 1
+        self._floor = 0  # what the last process had forwarded (`replay`)
+        self._suppress_upto = 0  # replayed batches up to this one: forwarded before the crash
+        self.replayed_batches = 0  # the intake's batches up to this one are replays
+        self.replayed_at = 0.0  # Unix time of this process's replay, 0 for none
+        self.counts = {"replays": 0, "replayed_requests": 0, "forwarded_again": 0, "not_forwarded_again": 0,
+                       "truncated": 0, "corrupt": 0, "other_version": 0, "duplicates_dropped": 0, "runs_unpinned": 0}
+        self._unpinned_logged = False
+        self._seen: set[tuple[int, int]] = set()
+        self._window: deque[tuple[int, int]] = deque()
+        self._closed_by: dict[int, int] = {}  # trace id -> the batches evaluated when its runs were seen closed
+        self._spans_logged = 0
+        self._segment_spans: dict[int, int] = {}  # segment -> spans logged up to its end: kept while in the window
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the request path ---------------------------------------------------------------------------
+
+    def has_room(self) -> bool:
+        return self.wal.has_room()
+
+    def log(self, body: bytes, content_type: str, encoding: str, spans: int = 0) -> tuple[int, str | None]:
+        """Write a request (of `spans` spans) before it is admitted; (its number, None), or (0, why the log refused it)."""
+        with self._lock:
+            seq = self._next
+            self._next += 1
+            self._batch_of[seq] = None
+        why, segment = self.wal.append_at(REQUEST, request_payload(seq, body, content_type, encoding))
+        with self._lock:
+            if why is not None:
+                self._batch_of[seq] = 0  # not written: nothing to forward (a gap would hold `forwarded` for good)
+                return 0, why
+            self._segment_last[segment] = max(self._segment_last.get(segment, 0), seq)
+            self._spans_logged += spans
+            self._segment_spans[segment] = self._spans_logged
+        return seq, None
+
+    def fresh(self, spans: list[Any]) -> list[Any]:
+        """The spans not taken among the last DEDUP_WINDOW_SPANS (those replayed included): a request the killed process
+        had logged but not answered comes again from its sender, and is evaluated once (the others counted)."""
+        seen = self._seen
+        if not self.dedup_spans:
+            return spans
+        with self._lock:
+            out = [span for span in spans if (span.context.trace_id, span.context.span_id) not in seen]
+            self.counts["duplicates_dropped"] += len(spans) - len(out)
+        return out
+
+    def admitted(self, seq: int, batch: int, spans: list[Any], *, window_only: bool = False) -> None:
+        """The logged request `seq` is intake batch `batch` (0: it held no readable span)."""
+        keys = [(span.context.trace_id, span.context.span_id) for span in spans]
+        with self._lock:
+            if self.dedup_spans:
+                seen, window = self._seen, self._window
+                seen.update(keys)  # taken: a resend is a duplicate from now on
+                window.extend(keys)
+                while len(window) > self.dedup_spans:
+                    seen.discard(window.popleft())
+            if window_only:
+                return
+            self._batch_of[seq] = batch
+            first = self._first_of_trace
+            for trace_id, _ in keys:
+                known = first.get(trace_id)
+                first[trace_id] = (seq, batch, seq) if known is None else (known[0], known[1], max(known[2], seq))
+
+    def forwards(self, spans: list[Any]) -> bool:
+        """Whether what the intake hands on now goes to the next hop (not a replay of what was forwarded); what a
+        replayed request hands on that is forwarded is counted: the next hop may have it (`forwarded="again"`)."""
+        batch = self.intake.evaluating
+        if batch and batch <= self._suppress_upto:
+            return False
+        if batch and batch <= self.replayed_batches:
+            self.counts["forwarded_again"] += len(spans)
+        return True
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+
+    def _unpin(self, done: int) -> int:
+        """The open runs' requests fill the log (runs open for long under heavy traffic): let the forwarded ones go,
+        so that the log keeps taking requests; a crash then loses those runs' evaluations (lock held)."""
+        old = [trace_id for trace_id, (seq, _, _) in self._first_of_trace.items() if seq <= done]
+        for trace_id in old:
+            del self._first_of_trace[trace_id]
+            self._closed_by.pop(trace_id, None)
+        self.counts["runs_unpinned"] += len(old)
+        if not self._unpinned_logged:
+            self._unpinned_logged = True
+            logger.warning("otel-agent-eval serve: the write-ahead log in %s is %d%% full of the requests of runs still "
+                           "open; %d such traces are no longer kept for a replay (a crash would lose their run "
+                           "evaluations; agent_eval_serve_wal_runs_unpinned_total). Raise --wal-max-mib, or lower the "
+                           "run TTL", self.wal.directory, int(UNPIN_AT * 100), len(old))
+        return min((seq for seq, _, _ in self._first_of_trace.values()), default=done + 1)
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        """Checkpoints every CHECKPOINT_EVERY_S, on a thread of their own."""
+        self._thread = threading.Thread(target=self._every, name="otel-agent-eval-serve-wal", daemon=True)
+        self._thread.start()
+
+    def _every(self) -> None:
+        while not self._stopping.wait(CHECKPOINT_EVERY_S):
+            try:
+                self.checkpoint()
+            except Exception:  # noqa: BLE001 - the next tick tries again; the log only grows meanwhile
+                logger.exception("otel-agent-eval serve: a write-ahead log checkpoint failed")
+
+    def checkpoint(self) -> None:
+        """Advance `forwarded` and `runs_from`, write them, and delete the segments no longer needed."""
+        taken = self.intake.evaluated_batches
+        handed = self.forwarder.handed if self.forwarder is not None else 0
+        self._ticks.append((taken, handed))
+        settled = self.forwarder.settled if self.forwarder is not None else handed
+        while self._ticks and self._ticks[0][1] <= settled:
+            self._settled_batch = max(self._settled_batch, self._ticks.popleft()[0])
+        tracked = self.pipeline.runs.tracked
+        with self._lock:
+            before = (self.forwarded, self.runs_from)
+            forwarded, batch_of = self.forwarded, self._batch_of
+            while (batch := batch_of.get(forwarded + 1, -1)) is not None and 0 <= batch <= self._settled_batch:
+                del batch_of[forwarded + 1]
+                forwarded += 1
+            closed_by = self._closed_by
+            for trace_id, (seq, batch, last) in list(self._first_of_trace.items()):
+                if batch > taken:
+                    continue
+                if trace_id in tracked:  # a run of it is open (again)
+                    closed_by.pop(trace_id, None)
+                elif trace_id not in closed_by:
+                    closed_by[trace_id] = taken  # its runs closed by this batch: needed until that one is forwarded
+                elif closed_by[trace_id] <= self._settled_batch and last <= max(forwarded, self._floor):
+                    # closed, what closed them forwarded, and none of its requests is replayed again: not needed (were
+                    # one replayed, a run root would be evaluated again without its calls)
+                    del self._first_of_trace[trace_id], closed_by[trace_id]
+            done = max(forwarded, self._floor)
+            runs_from = min((seq for seq, _, _ in self._first_of_trace.values()), default=done + 1)
+            if runs_from <= done and self.wal.size > self.wal.max_bytes * UNPIN_AT:
+                runs_from = self._unpin(done)
+            self.forwarded, self.runs_from = forwarded, min(runs_from, max(forwarded, self._floor) + 1)
+            needed_from = self.runs_from
+            if (self.forwarded, self.runs_from) == before:
+                return
+            below = min((s for s, last in self._segment_last.items() if last >= needed_from), default=self.wal.segment)
+            if self.dedup_spans and self.wal.size <= self.wal.max_bytes * UNPIN_AT:
+                # a segment whose spans are still in the span-id window is kept, for a replay to rebuild the window
+                # (a sender may resend a request the killed process had forwarded, after another crash)
+                window_from = self._spans_logged - self.dedup_spans
+                below = min([below, *(s for s, end in self._segment_spans.items() if end > window_from)])
+        # past the bound too: the checkpoint is what lets the log shrink
+        if self.wal.append(CHECKPOINT, _CHECKPOINT.pack(max(self.forwarded, self._floor), self.runs_from), bounded=False) is None:
+            if self.wal.release(below):
+                with self._lock:
+                    for segment in [s for s in self._segment_last if s < below]:
+                        del self._segment_last[segment]
+                    for segment in [s for s in self._segment_spans if s < below]:
+                        del self._segment_spans[segment]
+
+    def stop(self) -> None:
+        """After the service's drain: a last checkpoint (all forwarded, no run open: the log can go), then close."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        abandoned = self.forwarder is not None and self.forwarder.metrics.forward_count("abandoned")
+        try:
+            if not abandoned:  # else what was abandoned stays in the log, for the next start to forward
+                self.checkpoint()
+        except Exception:  # noqa: BLE001
+            logger.exception("otel-agent-eval serve: the last write-ahead log checkpoint failed")
+        self.wal.close()
+
+    # -- replay -----------------------------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Read what the last process left and evaluate it again (module docstring); the requests replayed."""
+        records, recovery = self.wal.open()
+        for problem in ("truncated", "corrupt", "other_version"):
+            self.counts[problem] += getattr(recovery, problem)
+        forwarded, runs_from, last = 0, 1, 0
+        requests: list[tuple[int, bytes, str, str, int]] = []
+        for record in records:
+            if record.kind == CHECKPOINT and len(record.payload) == _CHECKPOINT.size:
+                forwarded, runs_from = _CHECKPOINT.unpack(record.payload)
+            elif record.kind == REQUEST and len(record.payload) >= _REQUEST_HEAD.size:
+                seq, body, content_type, encoding = read_request_payload(record.payload)
+                requests.append((seq, body, content_type, encoding, record.segment))
+                last = max(last, seq)
+        start = min(runs_from, forwarded + 1)
+        todo = sorted((r for r in requests if r[0] >= start), key=lambda r: r[0])
+        with self._lock:
+            self._next = max(last, forwarded) + 1
+            self.forwarded, self.runs_from = start - 1, start
+            # forwarded by the last process, whatever this one has re-evaluated yet: a checkpoint never goes below it
+            # (else a crash before the replay caught up would forward again a run root whose calls are gone)
+            self._floor = forwarded
+            for seq, *_, segment in todo:
+                self._segment_last[segment] = max(self._segment_last.get(segment, 0), seq)
+        self._remember([r for r in requests if r[0] < start])
+        if not todo:
+            return 0
+        self.replayed_batches = 1 << 62  # until the replay has admitted everything: every batch is one of it
+        again = [r for r in todo if r[0] > forwarded]
+        before = [r for r in todo if r[0] <= forwarded]
+        swap = _SinkSwap(self.intake, self.pipeline) if before else None
+        self._suppress_upto = 1 << 62  # every batch until the last of these is admitted (they are evaluated meanwhile)
+        spans_not = sum(self._replay_one(*r) for r in before)
+        self._suppress_upto = self.intake.admitted
+        if swap is not None:
+            swap.after(self._suppress_upto)  # before the first request forwarded again is admitted
+        spans_again = sum(self._replay_one(*r) for r in again)  # counted again as they are handed on (`forwards`)
+        self.replayed_batches = self.intake.admitted
+        self.replayed_at = time.time()
+        self.counts["replays"] += 1
+        self.counts["replayed_requests"] += len(todo)
+        self.counts["not_forwarded_again"] += spans_not
+        logger.warning("otel-agent-eval serve: replayed %d requests from the write-ahead log in %s: %d spans forwarded "
+                       "before the crash (evaluated again for the runs open then, neither forwarded nor counted again), "
+                       "%d spans not known to be forwarded (forwarded now: those the crash interrupted may reach the next "
+                       "hop twice)", len(todo), self.wal.directory, spans_not, spans_again)
+        return len(todo)
+
+    def _remember(self, requests: list[tuple[int, bytes, str, str, int]]) -> None:
+        """The span ids of logged requests that are not replayed, into the window: a sender's resend of one (its
+        answer lost with the last process, or refused as another worker died) is then still taken once."""
+        for seq, body, content_type, encoding, segment in sorted(requests, key=lambda r: r[0]):
+            try:
+                spans = read_request(body, content_type, encoding, limit=REPLAY_LIMIT_BYTES).spans()[0]
+            except PayloadError:
+                continue
+            with self._lock:
+                self._spans_logged += len(spans)
+                self._segment_spans[segment] = self._spans_logged
+            self.admitted(seq, -1, spans, window_only=True)
+
+    def _replay_one(self, seq: int, body: bytes, content_type: str, encoding: str, segment: int) -> int:
+        """Admit one logged request again (waiting for room, as a sender would); its spans."""
+        try:
+            spans, _problems = read_request(body, content_type, encoding, limit=REPLAY_LIMIT_BYTES,
+                                            keep=self.keep_messages).spans()
+        except PayloadError as exc:  # it was read when taken: another version's reader, or a bug
+            logger.error("otel-agent-eval serve: request %d of the write-ahead log cannot be read again (%s); skipped",
+                         seq, exc)
+            spans = []
+        with self._lock:
+            self._spans_logged += len(spans)
+            self._segment_spans[segment] = self._spans_logged
+        spans = self.fresh(spans)
+        while spans and not self.intake.reserve(len(spans)):
+            time.sleep(0.01)
+        batch = self.intake.admit(spans, len(spans)) if spans else 0
+        self.admitted(seq, batch, spans)
+        return len(spans)
+
+    # -- metrics ----------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, float]:
+        """This log's counts and gauges (what a `--workers` worker sends its parent, `WalTotals`)."""
+        return {**self.counts, **{f"refused_{reason}": n for reason, n in self.wal.refused.items()},
+                "bytes": self.wal.size, "capacity_bytes": self.wal.max_bytes, "replayed_at": self.replayed_at}
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self.snapshot())
+
+
+GAUGES = ("bytes", "capacity_bytes", "replayed_at")
+
+
+def families(v: dict[str, float]) -> Iterator[Metric]:
+    """The `agent_eval_serve_wal_*` families from a snapshot (or the sum of the workers' snapshots)."""
+    refused = CounterMetricFamily(PREFIX + "refused_requests", "Requests the write-ahead log could not take "
+                                  "(answered retryable), by reason.", labels=["reason"])
+    for reason in (FULL, DISK_FULL, SLOW, FAILED):
+        refused.add_metric([reason], v.get(f"refused_{reason}", 0))
+    yield refused
+    yield CounterMetricFamily(PREFIX + "replays", "Starts that replayed a write-ahead log left by a crash.",
+                              value=v["replays"])
+    yield GaugeMetricFamily(PREFIX + "last_replay_timestamp_seconds", "When this process last replayed a write-ahead "
+                            "log at its start (Unix time; 0: never).", value=v["replayed_at"])
+    replayed = CounterMetricFamily(PREFIX + "replayed_spans", "Spans evaluated again from the log at a start, by "
+                                   "whether they were forwarded again (again: possibly a duplicate).", labels=["forwarded"])
+    replayed.add_metric(["again"], v["forwarded_again"])
+    replayed.add_metric(["no"], v["not_forwarded_again"])
+    yield replayed
+    recovered = CounterMetricFamily(PREFIX + "recovery_problems", "What reading the log at a start found: a record "
+                                    "cut short, a corrupt record skipped, a segment of another version set aside.",
+                                    labels=["problem"])
+    for problem in ("truncated", "corrupt", "other_version"):
+        recovered.add_metric([problem], v[problem])
+    yield recovered
+    yield CounterMetricFamily(PREFIX + "duplicate_spans_dropped", "Spans dropped as already taken (their span id among "
+                              "the last 65,536): a sender's resend of a request the log had.", value=v["duplicates_dropped"])
+    yield CounterMetricFamily(PREFIX + "runs_unpinned", "Traces with runs open whose requests the log let go, being "
+                              "75% full: a crash would lose their run evaluations.", value=v["runs_unpinned"])
+    yield GaugeMetricFamily(PREFIX + "bytes", "Bytes the write-ahead log holds on disk.", value=v["bytes"])
+    yield GaugeMetricFamily(PREFIX + "capacity_bytes", "Bytes the write-ahead log may hold (--wal-max-mib).",
+                            value=v["capacity_bytes"])
+
+
+class WalTotals:
+    """`serve --workers` with `--wal-dir`: the workers' logs summed for the parent's /metrics; a worker started again
+    counts from zero, so what its last process counted is carried."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[int, dict[str, float]] = {}
+        self._carried: dict[int, dict[str, float]] = {}
+
+    def update(self, index: int, snapshot: dict[str, float]) -> None:
+        with self._lock:
+            self._last[index] = snapshot
+
+    def ended(self, index: int) -> None:
+        """The worker's process ended: its counts carried, its gauges dropped."""
+        with self._lock:
+            last = self._last.pop(index, None)
+            if last is not None:
+                carried = self._carried.setdefault(index, {})
+                for name, value in last.items():
+                    if name not in GAUGES:
+                        carried[name] = carried.get(name, 0) + value
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            if not self._last and not self._carried:
+                return iter(())
+            total: dict[str, float] = {}
+            for values in (*self._carried.values(), *self._last.values()):
+                for name, value in values.items():
+                    total[name] = max(total.get(name, 0), value) if name == "replayed_at" else total.get(name, 0) + value
+        for name in ("replays", "forwarded_again", "not_forwarded_again", "truncated", "corrupt", "other_version",
+                     "duplicates_dropped", "runs_unpinned", *GAUGES):
+            total.setdefault(name, 0)
+        return families(total)
+
+
+class _SinkSwap:
+    """The pipeline's metrics sink is a `NoSink` while the intake evaluates the replayed batches up to the one `after`
+    names (what was forwarded, and counted, before the crash), the real one from the next batch on."""
+
+    def __init__(self, intake: Any, pipeline: Any) -> None:
+        self.intake, self.pipeline, self.sink = intake, pipeline, pipeline.sink
+        self.upto: int | None = None
+        self._lock = threading.Lock()
+        pipeline.sink = NoSink()
+        self._previous = intake.on_done
+        intake.on_done = self._done
+
+    def after(self, upto: int) -> None:
+        """Called once every suppressed batch is admitted and before any other is."""
+        with self._lock:
+            self.upto = upto
+        if self.intake.evaluated_batches >= upto:
+            self._restore()
+
+    def _done(self, spans: int) -> None:
+        with self._lock:
+            upto = self.upto
+        if upto is not None and self.intake.evaluated_batches >= upto:
+            self._restore()
+        if self._previous is not None:
+            self._previous(spans)
+
+    def _restore(self) -> None:
+        with self._lock:
+            if self.intake.on_done == self._done:  # bound methods: equal, never the same object
+                self.pipeline.sink = self.sink
+                self.intake.on_done = self._previous
