@@ -193,13 +193,13 @@ def evaluated(pipeline: Pipeline, batch: list[ReadableSpan], agent_of: AgentStar
     # the replay's events carry each span's attributes and facts (`replay_events`): the core does not read them again
     for event in replay_events(batch, agent_of.at, len(batch)):
         if event[5] is None:
-            if on_seen is not None:
-                on_seen()
             if type(event[4]) is Noise:  # a span that cannot matter (core/noise.py): passed on as it came
                 noise_ended(pipeline, event[6])
                 out.append(event[4])
             else:
                 out += ended(event[4], event[7], event[6])
+            if on_seen is not None:  # after its evaluation: a scrape that sees it counted sees what it scored
+                on_seen()
         else:
             out += started(event[4], event[5], event[6])
     return out + pipeline.expire()
