@@ -29,7 +29,7 @@ from ..core.recognize import agent_at_start, attribute_dict, convention_of, span
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
-from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback
+from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback, stop_judging_on_shutdown
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN = 0, 1  # what a queued item is: an agent start, or an ended span
@@ -92,6 +92,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.runs.held_back),
         }
         _reset_in_forked_children(self)
+        stop_judging_on_shutdown(self)  # after the runs its shutdown closes were offered to the judge
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
 
     catalog = property(lambda self: self.pipeline.catalog)

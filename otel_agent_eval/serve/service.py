@@ -28,7 +28,7 @@ from ..config.settings import Settings
 from ..metrics.endpoint import host_port
 from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
-from ..otel.wiring import attach, build_pipeline, resolve
+from ..otel.wiring import attach, build_pipeline, resolve, stop_judging_on_shutdown
 from .auth import BearerToken
 from .forward import DEFAULT_BUDGET_S, DEFAULT_FORWARD_QUEUE, Forwarder
 from .grpc_receiver import GrpcReceiver
@@ -230,6 +230,7 @@ class Service(Listening):
                                      lambda: len(self.forwarder) if self.forwarder is not None else 0),
         }
         super().__init__()
+        stop_judging_on_shutdown(self)  # after the intake closed the open runs
         attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
 
     def reload_catalog(self, catalog: PathLike | None = None) -> bool:
