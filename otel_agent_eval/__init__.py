@@ -18,12 +18,14 @@ from .core.scoring import CallScore
 
 if TYPE_CHECKING:
     from .offline.correctness_metric import DeterministicToolCorrectnessMetric
+    from .offline.judged_metric import JudgedToolCorrectnessMetric
     from .offline.deepeval_metrics import ContextualComplexityMetric, ToolEfficiencyMetric
     from .offline.compare import Comparison, compare_traces
     from .offline.score import Report, score_traces
 
 _LAZY = {
     "DeterministicToolCorrectnessMetric": ".offline.correctness_metric",
+    "JudgedToolCorrectnessMetric": ".offline.judged_metric",
     "ToolEfficiencyMetric": ".offline.deepeval_metrics",
     "ContextualComplexityMetric": ".offline.deepeval_metrics",
     "score_traces": ".offline.score",
@@ -42,6 +44,7 @@ __all__ = [
     "Comparison",
     "ContextualComplexityMetric",
     "DeterministicToolCorrectnessMetric",
+    "JudgedToolCorrectnessMetric",
     "LLMCall",
     "Report",
     "RunEvaluation",

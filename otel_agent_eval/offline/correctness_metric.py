@@ -17,7 +17,7 @@ __all__ = ["DeterministicToolCorrectnessMetric"]
 #: Shown where deepeval prints the judge model ("using ... strict=...").
 EVALUATION_MODEL = "none (deterministic)"
 #: deepeval takes min(tool-calling score, tool-selection score); without
-#: ``available_tools`` the selection score is this constant.
+#: ``available_tools`` (no judge) the selection score is this constant.
 _TOOL_SELECTION_SCORE = 1.0
 #: deepeval 4.x refuses a multimodal test case (an input with ``MLLMImage``s) in any metric
 #: without a multimodal judge model; this one reads only tool calls, so it says "not multimodal".
@@ -42,10 +42,11 @@ class DeterministicToolCorrectnessMetric(BaseMetric):
     twins: like that metric, this one is "not calculated using any models", so no judge has
     to read the images.
 
-    It scores only ``tools_called`` against ``expected_tools`` (deepeval's
-    ``available_tools`` tool-selection check needs an LLM and is not offered). Constructor
-    arguments are stored under their own names because ``deepeval.evaluate`` copies a
-    metric by passing its attributes back to ``__init__``.
+    It scores only ``tools_called`` against ``expected_tools``: deepeval's second part, an LLM
+    judging the tool selection against ``available_tools``, is
+    :class:`~otel_agent_eval.offline.judged_metric.JudgedToolCorrectnessMetric` (deepeval's own
+    metric with a judge model; docs/judge.md). Constructor arguments are stored under their own
+    names because ``deepeval.evaluate`` copies a metric by passing its attributes back to ``__init__``.
     """
 
     _required_params: list[SingleTurnParams] = [

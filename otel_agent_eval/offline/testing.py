@@ -17,13 +17,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..config.catalog import Catalog
 from ..config.settings import Settings
 from ..core.run_text import run_input, run_output
+from ..core.tool_definitions import ToolDefinition
 from ..otel.install import global_sdk_provider
 from ..otel.processor import AgentEvalSpanProcessor
 from ..otel.wiring import resolve
@@ -36,15 +37,28 @@ if TYPE_CHECKING:
 __all__ = ["capture_runs", "run_input", "run_output", "run_to_test_case"]
 
 
-def run_to_test_case(run: AgentRun) -> LLMTestCase:
+def run_to_test_case(run: AgentRun, catalog: Catalog | str | os.PathLike[str] | None = None, *,
+                     declared: Mapping[str, ToolDefinition] | None = None) -> LLMTestCase:
     """A deepeval `LLMTestCase` for a run: input and output from its root (or first and last LLM call),
-    `tools_called` from its tool calls, `expected_tools` from its task route."""
+    `tools_called` from its tool calls, `expected_tools` from its task route.
+
+    Its metadata carries `available_tools` (deepeval's name: what the agent could choose from, as
+    `ToolCall` fields): the tools the run's spans declared (and `declared`, read from other spans), else
+    `catalog`'s (None: the one `capture_runs` scores with by default, `OTEL_AGENT_EVAL_CATALOG` or the
+    packaged one), with their descriptions, capabilities and argument schemas. deepeval's
+    `ToolCorrectnessMetric(available_tools=...)` or `JudgedToolCorrectnessMetric` judge with them."""
     from deepeval.test_case import LLMTestCase, ToolCall
 
+    from ..judge.request import available_tools_of
     from .deepeval_metrics import metadata_field
+    from .judged_metric import AVAILABLE_TOOLS_KEY
 
+    if not isinstance(catalog, Catalog):
+        catalog = resolve(Settings.from_env(), catalog=catalog)["catalog"]
+    available = available_tools_of(run, catalog, declared=declared)
     metadata = {"tools_used": [r.name for r in run.tool_calls], "agent": run.agent, "task": run.task,
-                "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None}
+                "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome if run.evaluation else None,
+                AVAILABLE_TOOLS_KEY: [tool.model_dump(mode="json", exclude_none=True) for tool in available]}
     return LLMTestCase(
         input=run_input(run),
         actual_output=run_output(run),
