@@ -2,12 +2,14 @@
 very runs one process would (the sample is a hash of the trace id, the same in every worker and every re-run).
 
 Real processes and real OTLP: the SDK's OTLP/HTTP exporter sends, `serve` (in this process, or the command with
-two worker processes) evaluates and forwards, a local HTTP judge endpoint answers or hangs.
+two worker processes) evaluates and forwards; deepeval's judge asks the scripted local OpenAI-compatible server
+(tests/judge_server.py), which answers or hangs.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 
 import pytest
@@ -20,10 +22,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from judge_endpoint import Endpoint, HttpJudge
+from judge_server import JudgeServer, Reply
 from serve_process import FREE_PORTS, local_only, serving, stop_cleanly
 from otel_agent_eval.config.settings import Settings
 from otel_agent_eval.core import conventions as c
+from otel_agent_eval.judge.deepeval_judge import DeepEvalJudge
+from otel_agent_eval.judge.models import judge_model
 from otel_agent_eval.judge.online import OUTCOMES
 from otel_agent_eval.judge.sampling import chosen
 from otel_agent_eval.serve import ServeConfig, Service
@@ -38,10 +42,14 @@ def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def endpoint():
-    served = Endpoint()
-    yield served
-    served.close()
+def server():
+    with JudgeServer() as running:
+        yield running
+
+
+def questions(server: JudgeServer) -> set[int]:
+    """The run numbers in the tool-selection prompts the server got (each run's input names its number)."""
+    return {int(n) for prompt in server.prompts() for n in re.findall(r"Question #(\d+)\b", prompt)[:1]}
 
 
 def agent_runs(n: int = RUNS) -> tuple[list[ReadableSpan], list[int]]:
@@ -53,7 +61,8 @@ def agent_runs(n: int = RUNS) -> tuple[list[ReadableSpan], list[int]]:
     trace_ids = []
     for r in range(n):
         with tracer.start_as_current_span("invoke_agent support_agent", attributes={
-                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: "support_agent"}) as root:
+                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT, c.GEN_AI_AGENT_NAME: "support_agent",
+                "input.value": f"Question #{r}: where is my order?"}) as root:
             for tool in ("local_index", "web_search"):
                 with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
                         c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL, c.GEN_AI_TOOL_NAME: tool,
@@ -73,13 +82,14 @@ def send(http_endpoint: str, spans: list[ReadableSpan]) -> None:
         exporter.shutdown()
 
 
-def test_serve_intake_and_shutdown_never_wait_on_a_hanging_judge(endpoint):
-    endpoint.mode = "hang"
+def test_serve_intake_and_shutdown_never_wait_on_a_hanging_judge(server):
+    server.queue(*[Reply(hang=True) for _ in range(40)])
     forwarded = InMemorySpanExporter()
     registry = CollectorRegistry()
     service = Service(ServeConfig(grpc_port=None, http_port=0, metrics_port=None, forward_delay_s=0.01),
                       settings=Settings(metrics_enabled=False), registry=registry, exporter=forwarded,
-                      judge=HttpJudge(endpoint.url), judge_sample_rate=1.0, judge_timeout_s=0.2, judge_queue_limit=4).start()
+                      judge=DeepEvalJudge(judge_model("judge-model", base_url=server.base_url)), judge_sample_rate=1.0,
+                      judge_timeout_s=0.2, judge_queue_limit=4).start()
     online = service.pipeline.judge_run
     online.shutdown_timeout_s = 0.5
     spans, _ = agent_runs(40)
@@ -87,10 +97,14 @@ def test_serve_intake_and_shutdown_never_wait_on_a_hanging_judge(endpoint):
         send(service.http.endpoint, spans)  # every request acknowledged while the judge hangs
         assert service.drain(30)  # ... and every span evaluated and forwarded
         assert len(forwarded.get_finished_spans()) == len(spans)
-        assert endpoint.wait_hanging(1) and not endpoint.release.is_set()
+        for _ in range(1500):  # the first judgement imports deepeval on its thread, then asks the server
+            if server.requests:
+                break
+            server._released.wait(0.02)
+        assert server.requests and not server._released.is_set()  # the judge is held meanwhile
     finally:
         service.stop()
-    assert not endpoint.release.is_set() and not online._thread.is_alive()  # stopped with the judge still hung
+    assert not server._released.is_set() and not online._thread.is_alive()  # stopped with the judge still held
     outcomes = {o: registry.get_sample_value("agent_eval_judgements_total", {"outcome": o}) for o in OUTCOMES}
     assert sum(outcomes.values()) == 40 and outcomes["timed_out"] >= 1 and outcomes["judged"] == 0
 
@@ -104,12 +118,12 @@ def _outcomes(text: str) -> dict[str, float]:
     return out
 
 
-def _judged_by_serve(endpoint: Endpoint, spans: list[ReadableSpan], *args: str) -> tuple[dict[str, float], set[str]]:
-    """Run `serve` (with `args`) with the judge on at RATE, send the runs, wait for every outcome; the outcomes and
-    the trace ids the endpoint was asked to judge."""
-    endpoint.requests.clear()
-    env = {**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", "OTEL_AGENT_EVAL_JUDGE_MODEL": "scripted-judge",
-           "OTEL_AGENT_EVAL_JUDGE_BASE_URL": endpoint.url.rsplit("/", 1)[0],
+def _judged_by_serve(server: JudgeServer, spans: list[ReadableSpan], *args: str) -> tuple[dict[str, float], set[int]]:
+    """Run `serve` (with `args`) with deepeval's judge on at RATE, send the runs, wait for every outcome; the outcomes
+    and the runs the judge was asked about."""
+    server.requests.clear()
+    env = {**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-model",
+           "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url,
            "OTEL_AGENT_EVAL_JUDGE_SAMPLE_RATE": str(RATE), "OTEL_AGENT_EVAL_JUDGE_MAX_PER_MINUTE": "1000"}
     with serving(*FREE_PORTS, *args, env=env) as (process, where):
         send(where["OTLP/HTTP"], spans)
@@ -118,20 +132,18 @@ def _judged_by_serve(endpoint: Endpoint, spans: list[ReadableSpan], *args: str) 
             outcomes = _outcomes(urllib.request.urlopen(where["metrics"], timeout=10).read().decode())
             if sum(outcomes.values()) >= RUNS:
                 break
-            endpoint.release.wait(0.1)
+            server._released.wait(0.1)
         stop_cleanly(process)
-    return outcomes, {r.get("trace_id") for r in endpoint.requests}
+    return outcomes, questions(server)
 
 
-def test_two_serve_workers_and_a_re_run_choose_the_same_runs_as_one_process(endpoint):
+def test_two_serve_workers_and_a_re_run_choose_the_same_runs_as_one_process(server):
     spans, trace_ids = agent_runs()
-    wanted = sum(chosen(t, RATE) for t in trace_ids)
-    assert 0 < wanted < RUNS
-    one, _ = _judged_by_serve(endpoint, spans)
-    two, _ = _judged_by_serve(endpoint, spans, "--workers", "2")
-    again, _ = _judged_by_serve(endpoint, spans, "--workers", "2")
+    wanted = {r for r, t in enumerate(trace_ids) if chosen(t, RATE)}
+    assert 0 < len(wanted) < RUNS
+    one, judged_one = _judged_by_serve(server, spans)
+    two, judged_two = _judged_by_serve(server, spans, "--workers", "2")
+    again, judged_again = _judged_by_serve(server, spans, "--workers", "2")
+    assert judged_one == judged_two == judged_again == wanted  # the very runs, in every layout and re-run
     for outcomes in (one, two, again):
-        assert sum(outcomes.values()) == RUNS
-        assert outcomes["sampled_out"] == RUNS - wanted
-        assert outcomes["over_budget"] == outcomes["dropped"] == outcomes["timed_out"] == 0
-    assert one == two == again
+        assert outcomes == {**dict.fromkeys(OUTCOMES, 0.0), "judged": len(wanted), "sampled_out": RUNS - len(wanted)}
