@@ -121,3 +121,13 @@ def test_unpriced_and_nonsense_costs_charge_nothing():
 def test_bad_caps_are_one_clear_error(kwargs, name):
     with pytest.raises(ValueError, match=name):
         JudgeBudget(**kwargs)
+
+
+def test_full_says_what_admit_would_say_and_takes_nothing():
+    clock = Clock(0.0)
+    budget = JudgeBudget(per_minute=2, usd_per_hour=None, clock=clock)
+    assert not budget.full() and not budget.full()  # asking twice takes no place
+    assert budget.admit() and budget.admit()
+    assert budget.full() and not budget.admit()
+    clock.now = MINUTE_S + 1
+    assert not budget.full() and budget.admit()

@@ -55,6 +55,14 @@ class JudgeBudget:
             self._admitted.append(now)
             return True
 
+    def full(self) -> bool:
+        """Whether `admit` would refuse now (nothing taken): lets a caller turn a run away before queueing it."""
+        with self._lock:
+            now = self._clock()
+            self._forget(now)
+            return ((self.per_minute is not None and len(self._admitted) >= self.per_minute)
+                    or (self.usd_per_hour is not None and self._spent_usd >= self.usd_per_hour))
+
     def charge(self, usd: float) -> None:
         """Count what a judgement cost (when it returned), against the hour it returned in."""
         if not usd > 0 or usd == math.inf:  # 0, unpriced, NaN or nonsense: nothing to count

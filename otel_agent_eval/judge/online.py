@@ -2,8 +2,8 @@
 
 The pipeline offers each completed run (`offer`, on the thread that evaluated it: the processor's
 hand-off thread, the exporter's batch thread, `serve`'s intake); the offer decides the sample
-(`sampling.chosen`, a hash of the trace id) and appends the run to a bounded queue, nothing more:
-a full queue drops the run, counted. One daemon thread takes runs from the queue, asks the budget
+(`sampling.chosen`, a hash of the trace id), turns the run away when the budget is spent, and
+appends it to a bounded queue, nothing more (3-5 µs a run): a full queue drops the run, counted. One daemon thread takes runs from the queue, asks the budget
 (`budget.JudgeBudget`), builds the request (A's `request_of`: redacted tool calls, available tools,
 the task input) and runs the judgement on a thread of its own, waiting at most `timeout_s`; a
 judgement that hangs is abandoned (counted `timed_out`; at most `max_hung` such calls may still be
@@ -111,6 +111,9 @@ class OnlineJudge:
         try:
             if not chosen(run.trace_id, self.sample_rate):
                 self._count("sampled_out")
+                return
+            if self.budget.full():  # turned away here: a run over budget costs no queue place and no wake-up
+                self._count("over_budget")
                 return
             with self._cond:
                 if self._stopping or len(self._items) >= self.queue_limit:
