@@ -149,11 +149,14 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
         reload_on_sighup(owner, path)
 
 
-def stop_judging_on_shutdown(owner: Owner) -> None:
+def stop_judging_on_shutdown(owner: Owner, within_s: float | None = None) -> None:
     """Have `owner`'s shutdown stop its online judge, if one runs, after the runs it closes were offered: within
-    the judge's own shutdown timeout, never waiting on a judge that hangs."""
+    the judge's own shutdown timeout (and `within_s`, when the owner's shutdown has a bound of its own), never
+    waiting on a judge that hangs."""
     online = owner.pipeline.judge_run
     if online is not None and hasattr(online, "stop"):
+        if within_s is not None:
+            online.shutdown_timeout_s = min(online.shutdown_timeout_s, within_s)
         owner.close_on_shutdown(online.stop)
 
 

@@ -230,7 +230,7 @@ class Service(Listening):
                                      lambda: len(self.forwarder) if self.forwarder is not None else 0),
         }
         super().__init__()
-        stop_judging_on_shutdown(self)  # after the intake closed the open runs
+        stop_judging_on_shutdown(self, config.drain_timeout_s / 2)  # after the intake closed the open runs
         attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
 
     def reload_catalog(self, catalog: PathLike | None = None) -> bool:
