@@ -18,6 +18,7 @@ import json
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -61,6 +62,7 @@ class JudgeServer:
     """The server; `selection` is the (score, reason) a tool-selection prompt gets by default."""
 
     selection: tuple[float, str] = (1.0, "The tools chosen fit the task.")
+    respond: Callable[[str], Reply | None] | None = None  # consulted first with each prompt; None: `by_prompt`
     argument_verdict: str = "yes"
     argument_reason: str = "The arguments address the input."
     requests: list[Recorded] = field(default_factory=list)
@@ -94,6 +96,8 @@ class JudgeServer:
                 with server._lock:
                     server.requests.append(recorded)
                     reply = server._queue.popleft() if server._queue else None
+                if reply is None and server.respond is not None:
+                    reply = server.respond(recorded.prompt)
                 if reply is None:
                     reply = server.by_prompt(recorded.prompt)
                 if reply.hang:
@@ -153,8 +157,11 @@ class JudgeServer:
         return f"http://{host}:{port}/v1"
 
     def queue(self, *replies: Reply) -> None:
-        """Answer the next requests with these, in order (then by prompt again)."""
+        """Answer the next requests with these, in order (then by prompt again). A hang queued after `release()`
+        hangs again (until the next `release()` or `close()`)."""
         with self._lock:
+            if any(reply.hang for reply in replies) and self._server is not None:
+                self._released.clear()
             self._queue.extend(replies)
 
     def release(self) -> None:

@@ -177,7 +177,8 @@ def test_bad_options_raise_one_line():
     import otel_agent_eval
 
     assert otel_agent_eval.compare_traces is compare_traces  # the public API, as score_traces
-    assert set(METRICS) == {"efficiency", "wasted_per_run_usd", "cost_per_run_usd", "completion", "p95_s", "p99_s"}
+    assert set(METRICS) == {"efficiency", "wasted_per_run_usd", "cost_per_run_usd", "completion", "p95_s", "p99_s",
+                            "judge_score"}  # judge_score: only with --judge (tests/test_judge_score.py)
 
 
 # -- the command ----------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 from deepeval.metrics import ToolCorrectnessMetric
@@ -118,14 +119,22 @@ def test_tokens_and_cost_of_a_model_deepeval_prices(server):
     assert result.cost_usd == pytest.approx(1000 * 0.15e-6 + 100 * 0.6e-6)  # deepeval's gpt-4o-mini price
 
 
-def test_a_model_deepeval_cannot_price_is_priced_by_the_catalog_else_unknown(server):
-    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(2000, 500)), Reply({"score": 1.0, "reason": "ok"}, usage=(7, 3)))
+def test_a_model_deepeval_cannot_price_is_priced_by_the_catalog_else_genai_prices_else_unknown(server):
+    from otel_agent_eval.core.prices import LLMPricer
+    from otel_agent_eval.core.recognize import LLMCall
+
+    called = request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")])
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(2000, 500)))
     priced = judge_model("house-judge", base_url=server.base_url, models={"house-judge": ModelPrice(0.001, 0.002)})
-    result = DeepEvalJudge(priced).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+    result = DeepEvalJudge(priced).judge(called)
     assert (result.input_tokens, result.output_tokens) == (2000, 500)
     assert result.cost_usd == pytest.approx(2 * 0.001 + 0.5 * 0.002)
-    unknown = judge_model("house-judge-unpriced-xyz", base_url=server.base_url)
-    result = DeepEvalJudge(unknown).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(1000, 100)))
+    result = DeepEvalJudge(judge_model("mistral-small-latest", base_url=server.base_url)).judge(called)  # deepeval: no price
+    usd, source = LLMPricer({}).price(LLMCall("mistral-small-latest", 1000, 100))
+    assert source == "genai_prices" and usd > 0 and result.cost_usd == pytest.approx(usd)
+    server.queue(Reply({"score": 1.0, "reason": "ok"}, usage=(7, 3)))
+    result = DeepEvalJudge(judge_model("house-judge-unpriced-xyz", base_url=server.base_url)).judge(called)
     assert (result.input_tokens, result.output_tokens, result.cost_usd) == (7, 3, None)
 
 
@@ -185,3 +194,27 @@ def test_a_hosted_model_needs_a_key_and_the_key_is_sent_not_logged(server, caplo
     local = judge_model("m", base_url=server.base_url, env={})  # a local server needs no key
     DeepEvalJudge(local).judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
     assert server.requests[-1].headers["authorization"] == "Bearer no-key"
+
+
+def test_deepevals_own_telemetry_is_turned_off_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("DEEPEVAL_TELEMETRY_OPT_OUT", raising=False)
+    judge_model("m", base_url="http://127.0.0.1:9/v1")
+    assert os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] == "YES"
+    monkeypatch.setenv("DEEPEVAL_TELEMETRY_OPT_OUT", "NO")
+    judge_model("m", base_url="http://127.0.0.1:9/v1")
+    assert os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] == "NO"
+
+
+@pytest.mark.parametrize("reply", [Reply(status=429), Reply(status=500), Reply(hang=True)], ids=["429", "500", "hang"])
+def test_a_judge_that_refuses_or_hangs_raises_with_one_line_and_the_server_still_closes(reply, monkeypatch):
+    from otel_agent_eval.judge.result import describe_error
+
+    monkeypatch.setenv("DEEPEVAL_RETRY_MAX_ATTEMPTS", "1")
+    with JudgeServer() as server:
+        server.queue(reply)
+        judge = DeepEvalJudge(judge_model("m", base_url=server.base_url, timeout_s=0.5))
+        with pytest.raises(Exception) as caught:
+            judge.judge(request([ToolCall(name="WebSearch")], [ToolCall(name="WebSearch")]))
+        line = describe_error(caught.value)
+        assert "\n" not in line and line.split(":")[0] in {"RateLimitError", "InternalServerError", "APITimeoutError"}
+        assert len(server.requests) == 1

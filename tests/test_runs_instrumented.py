@@ -86,7 +86,9 @@ def test_runs_become_test_cases_without_deprecated_deepeval_fields(captured, mon
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         case = run_to_test_case(run)
-        metadata = case.metadata
+        metadata = dict(case.metadata)
+    available = metadata.pop("available_tools")  # the judge's: what the agent could choose from (tests/test_judge_request.py)
+    assert {"local_index", "web_search"} <= {tool["name"] for tool in available}
     assert metadata == {"tools_used": ["local_index", "local_index", "web_search"], "agent": "support_agent", "task": "faq",
                         "trace_id": format(run.trace_id, "032x"), "outcome": run.evaluation.outcome}
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .models import model_name_of
+from .models import model_name_of, quiet_deepeval
 from .request import JudgeRequest
 from .result import PART_DETERMINISTIC, PART_JUDGE, JudgeResult
 
@@ -51,6 +51,7 @@ class DeepEvalJudge:
                  strict_mode: bool = False, should_exact_match: bool = False,
                  should_consider_ordering: bool = False, arguments: bool = True, sample_rate: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        quiet_deepeval()
         self.model = model
         self.threshold = threshold
         self.evaluation_params = list(evaluation_params)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from ..config.catalog import ModelPrice
 
-__all__ = ["API_KEY_ENV", "API_KEY_FILE_ENV", "JudgeModelError", "NO_KEY", "judge_model", "model_name_of"]
+__all__ = ["API_KEY_ENV", "API_KEY_FILE_ENV", "JudgeModelError", "NO_KEY", "judge_model", "model_name_of", "quiet_deepeval"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,12 @@ DEFAULT_TIMEOUT_S = 30.0
 
 class JudgeModelError(ValueError):
     """The judge's model cannot be set up (no key for a hosted model, a key file that cannot be read): one line."""
+
+
+def quiet_deepeval() -> None:
+    """deepeval's own telemetry off (`DEEPEVAL_TELEMETRY_OPT_OUT`, unless the user set it), before deepeval is first
+    imported: a judge the app turned on must not make network calls of its own besides the judge's."""
+    os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 
 
 def judge_model(model: str, *, base_url: str | None = None, api_key: str | None = None,
@@ -65,6 +71,7 @@ def judge_model(model: str, *, base_url: str | None = None, api_key: str | None 
             raise JudgeModelError(f"judge model {model!r}: no API key; set {API_KEY_ENV} (or {OPENAI_KEY_ENV}), "
                                   f"or give the base URL of an OpenAI-compatible server")
         key = NO_KEY
+    quiet_deepeval()
     model_class = _priced_model_class()
     kwargs: dict[str, Any] = {}
     if timeout_s is not None:

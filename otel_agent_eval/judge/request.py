@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..core.redact import Redactor
     from ..core.runs import AgentRun
 
-__all__ = ["MAX_AVAILABLE_TOOLS", "MAX_TEXT_CHARS", "JudgeRequest", "available_tools_of", "request_of"]
+__all__ = ["MAX_AVAILABLE_TOOLS", "MAX_TEXT_CHARS", "JudgeRequest", "available_tools_of", "judge_redactor", "request_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,18 @@ class JudgeRequest:
     # additive
     actual_output: str | None = None  # the run's final answer, redacted; None when not captured
     arguments_recorded: bool = False  # some call carries its arguments: the argument judge can run
+
+
+def judge_redactor(pattern: str | None = None, drop_tool_io: bool = False) -> Redactor:
+    """The redaction a judge applies: `pattern` (the processor's `redact_keys`), else the common secret keys
+    (`config.settings.FAIL_CLOSED`'s: passwords, tokens, API keys, credentials, cookies...); `drop_tool_io`
+    sends no tool arguments or results at all. A judge never sends content unredacted."""
+    from ..config.settings import FAIL_CLOSED, FailClosed, usable_redaction
+    from ..core.redact import Redactor
+
+    usable = usable_redaction(pattern, "judge redact_keys") if pattern is not None else None
+    drop = drop_tool_io or isinstance(usable, FailClosed)  # a pattern that cannot be used fails closed
+    return Redactor(str(usable) if usable is not None else str(FAIL_CLOSED), drop)
 
 
 def request_of(run: AgentRun, route: TaskRoute | None, catalog: Catalog | None, *,
@@ -88,29 +100,30 @@ def available_tools_of(run: AgentRun, catalog: Catalog | None, *,
                        max_available: int = MAX_AVAILABLE_TOOLS) -> list[Any]:
     """deepeval `ToolCall`s for the tools `run`'s agent could choose from, sorted by name.
 
-    The tools its spans declared when they declared any (what the model was offered), else the catalog's
-    tools (less its `ignore_tools`); with the tools it called in either case. Descriptions come from the
-    span, else the catalog (with the tool's capabilities); the argument schema likewise. At most
-    `max_available`, the called tools first kept.
+    The tools its spans list when they list any (a model call's or the agent span's definitions: what the
+    model was offered), else the catalog's tools (less its `ignore_tools`); with the tools it called in either
+    case. Descriptions come from the spans (the listing, else the tool's own span), else the catalog (with the
+    tool's capabilities); the argument schema likewise. At most `max_available`, the called tools first kept.
     """
     from deepeval.test_case import ToolCall
 
-    found: dict[str, ToolDefinition] = {}
-    read_definitions(run.root_attributes, found)
-    for record in run.tool_calls:
-        read_definitions(_attrs_of(record), found)
-        schema = _safe_schema(record)
-        if schema is not None and (record.name not in found or found[record.name].schema is None):
-            old = found.get(record.name)
-            found[record.name] = ToolDefinition(record.name, old.description if old else "", schema)
+    listed: dict[str, ToolDefinition] = {}  # the tools offered, as a model call or the agent span lists them
+    read_definitions(run.root_attributes, listed)
     for name, definition in (declared or {}).items():
-        old = found.get(name)
-        found[name] = definition if old is None else ToolDefinition(
-            name, old.description or definition.description, old.schema if old.schema is not None else definition.schema)
+        _merge(listed, definition)
+    described: dict[str, ToolDefinition] = {}  # a tool span's own description and schema: its tool, no others
+    for record in run.tool_calls:
+        read_definitions(_attrs_of(record), described)
+        schema = _safe_schema(record)
+        if schema is not None:
+            _merge(described, ToolDefinition(record.name, "", schema))
+    found = dict(described)
+    for definition in listed.values():
+        _merge(found, definition, first=True)
     called_names = list(dict.fromkeys(record.name for record in run.tool_calls))
     ignore = catalog.ignore_tools if catalog is not None else frozenset()
-    if found:
-        names = list(found)
+    if listed:
+        names = list(listed)
     else:
         names = [name for name in (catalog.tools if catalog is not None else {}) if name not in ignore]
     names = [n for n in dict.fromkeys([*called_names, *sorted(names)]) if n not in ignore]
@@ -128,6 +141,17 @@ def available_tools_of(run: AgentRun, catalog: Catalog | None, *,
         tools.append(ToolCall(name=name, description=_redacted_text(description, redactor) or None,
                               input_parameters=dict(schema) if isinstance(schema, Mapping) else None))
     return tools
+
+
+def _merge(out: dict[str, ToolDefinition], definition: ToolDefinition, *, first: bool = False) -> None:
+    """Add `definition` to `out`: what `out` holds wins (or `definition`'s, with `first`), the other fills its gaps."""
+    old = out.get(definition.name)
+    if old is None:
+        out[definition.name] = definition
+        return
+    a, b = (definition, old) if first else (old, definition)
+    out[definition.name] = ToolDefinition(definition.name, a.description or b.description,
+                                          a.schema if a.schema is not None else b.schema)
 
 
 def _description(definition: ToolDefinition | None, tool: Tool | None) -> str:

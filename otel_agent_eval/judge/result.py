@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .request import JudgeRequest
 
-__all__ = ["PART_DETERMINISTIC", "PART_JUDGE", "Judge", "JudgeResult"]
+__all__ = ["PART_DETERMINISTIC", "PART_JUDGE", "Judge", "JudgeResult", "describe_error"]
 
 #: Which part of deepeval's ToolCorrectnessMetric gave the combined score (the minimum of both).
 PART_DETERMINISTIC = "deterministic"  # tools_called against expected_tools
@@ -60,3 +60,16 @@ class Judge(Protocol):
     """Judges one request; raises on failure (the online worker times it out and counts the outcome)."""
 
     def judge(self, request: JudgeRequest) -> JudgeResult: ...
+
+
+def describe_error(error: BaseException, limit: int = 300) -> str:
+    """A judgement's failure in one line: `InternalServerError: Error code: 500 - ...`, looking through deepeval's
+    retry wrapper (tenacity's `RetryError`) to the error of the last attempt."""
+    attempt = getattr(error, "last_attempt", None)
+    if attempt is not None:
+        try:
+            error = attempt.exception() or error
+        except Exception:  # noqa: BLE001 - a cancelled attempt: keep the wrapper
+            pass
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:limit]

@@ -13,6 +13,7 @@ from typing import Any
 from .budget import JudgeBudget
 from .events import JudgeEvents
 from .online import DEFAULT_QUEUE, DEFAULT_TIMEOUT_S, OnlineJudge
+from .request import judge_redactor, request_of
 
 __all__ = ["online_judge"]
 
@@ -23,11 +24,11 @@ def online_judge(pipeline: Any, metrics: Any, *, judge: Any = None, model: str |
                  clock: Callable[[], float] = time.monotonic) -> OnlineJudge:
     """An `OnlineJudge` for `pipeline`: `judge` (any object with `judge(request) -> JudgeResult`), or deepeval's judge with
     `model` (at `base_url`), made on the worker thread at the first judgement (deepeval takes ~1.2 s to import)."""
-    redactor = pipeline.redactor
+    own = pipeline.redactor  # the processor's redaction when it names keys, else the common secret keys (as `score
+    # --judge`): a judge never sends content unredacted
+    redactor = own if own is not None and own.pattern is not None else judge_redactor(None, own is not None and own.drop_io)
 
     def build(run: Any, route: Any, catalog: Any) -> Any:
-        from .request import request_of
-
         return request_of(run, route, catalog, redactor=redactor)
 
     if judge is None:

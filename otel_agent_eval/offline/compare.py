@@ -9,6 +9,7 @@ profile and environment. Per agent and task, each metric is a statistic of the g
     cost_per_run_usd    tools and priced LLM tokens, per run                                     lower is better
     completion          share of runs completed                                                  higher is better
     p95_s, p99_s        run duration quantiles (nearest rank)                                    lower is better
+    judge_score         mean judged tool correctness, with --judge (docs/judge.md)               higher is better
 
 Whether a change is beyond noise: a seeded percentile **bootstrap** of the difference
 (head - base), resampling each side's runs with replacement (`resamples` times, each side on
@@ -48,6 +49,7 @@ from typing import Any
 from ..config.catalog import Catalog, PathLike, load_catalog
 from ..core.runs import AgentRun
 from .recorded import FileProblem, PathArg, TraceInputError
+from .judging import OfflineJudging
 from .report import AgentGroups, GroupSummary, Report
 from .score import score_traces
 
@@ -69,7 +71,9 @@ METRICS: dict[str, tuple[str, bool]] = {
     "completion": ("share of runs completed, 0-1", True),
     "p95_s": ("95th percentile run duration, seconds", False),
     "p99_s": ("99th percentile run duration, seconds", False),
+    "judge_score": ("mean judged tool correctness (--judge: deepeval's metric with an LLM judge), 0-1", True),
 }
+JUDGE_SCORE = "judge_score"  # compared only when both sides were judged
 _QUANTILES = {"p95_s": 0.95, "p99_s": 0.99}
 
 
@@ -212,6 +216,8 @@ class Comparison:
             "groups": [{"agent": g.agent, "task": g.task, "base_runs": g.base_runs, "head_runs": g.head_runs,
                         "changes": {c.metric: c.to_dict() for c in g.changes},
                         "tools": [dict(vars(t)) for t in g.tools]} for g in self.groups],
+            **({"judge": {"base": self.base.judge.to_dict(), "head": self.head.judge.to_dict()}}
+               if self.base.judge is not None and self.head.judge is not None else {}),
         }
 
 
@@ -226,13 +232,15 @@ def compare_traces(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     on_problem: Callable[[str, FileProblem], None] | None = None,
+    judging: OfflineJudging | None = None,
     **options: Any,
 ) -> Comparison:
     """Score `base` and `head` (files or directories each) with one catalog and compare them per agent and task.
 
     `on_problem(side, problem)` gets each unreadable part of a file ("base" or "head");
     other options are those of `score_traces`. The same inputs and `seed` give the same
-    intervals. Raises `TraceInputError` (naming the side) for paths that do not exist, `CatalogError` for a
+    intervals. With `judging` (`offline.judging`), both sides' sampled runs are judged (one budget for both) and
+    `judge_score`, the mean judged tool correctness, is compared too. Raises `TraceInputError` (naming the side) for paths that do not exist, `CatalogError` for a
     broken catalog and `ValueError` for bad options.
     """
     if not 0 < confidence < 1:
@@ -246,27 +254,43 @@ def compare_traces(
     for side, paths in (("base", base), ("head", head)):
         runs = RunSamples(seed=f"{seed}/{side}")
         problem = None if on_problem is None else (lambda p, side=side: on_problem(side, p))
+        judged = None if judging is None else judging if side == "base" else judging.another()
+        on_run = runs.run if judged is None else _both(runs.run, judged.on_run)
         try:
-            report = score_traces(paths, loaded, profile=profile, environment=environment, on_run=runs.run,
-                                  on_problem=problem, **options)
+            report = score_traces(paths, loaded, profile=profile, environment=environment, on_run=on_run,
+                                  on_problem=problem, on_span=judged.on_span if judged is not None else None, **options)
         except TraceInputError as exc:
             raise TraceInputError(f"{side}: {exc}") from None
+        if judged is not None:
+            report = judged.attach(report)
+            for run in judged.judged:
+                if run.result is not None:
+                    runs.judged(run.agent, run.task, run.result.score)
         sides.append((report, runs))
     (base_report, base_runs), (head_report, head_runs) = sides
-    return _compare(base_report, base_runs, head_report, head_runs, confidence=confidence, resamples=resamples, seed=seed)
+    return _compare(base_report, base_runs, head_report, head_runs, confidence=confidence, resamples=resamples, seed=seed,
+                    metrics=tuple(METRICS) if judging is not None else tuple(m for m in METRICS if m != JUDGE_SCORE))
+
+
+def _both(first: Callable[[AgentRun], None], second: Callable[[AgentRun], None]) -> Callable[[AgentRun], None]:
+    def both(run: AgentRun) -> None:
+        first(run)
+        second(run)
+    return both
 
 
 class _Group:
     """One agent/task group's runs on one side: exact sums, and a reservoir sample for the bootstrap."""
 
     __slots__ = ("runs", "calls", "efficiency", "wasted", "cost", "completed", "durations_seen",
-                 "sample", "durations", "_rng")
+                 "sample", "durations", "judged", "judge_sum", "judge_scores", "_rng")
 
     def __init__(self, rng: random.Random) -> None:
-        self.runs = self.calls = self.completed = self.durations_seen = 0
-        self.efficiency = self.wasted = self.cost = 0.0
+        self.runs = self.calls = self.completed = self.durations_seen = self.judged = 0
+        self.efficiency = self.wasted = self.cost = self.judge_sum = 0.0
         self.sample: list[tuple[int, float, float, float, int]] = []  # (calls, efficiency sum, wasted, cost, completed)
         self.durations: list[float] = []
+        self.judge_scores: list[float] = []  # of the judged runs (--judge), a reservoir sample too
         self._rng = rng
 
     def add(self, calls: int, efficiency: float, wasted: float, cost: float, completed: int, duration: float | None) -> None:
@@ -304,12 +328,23 @@ class RunSamples:
         if evaluation is None:
             return
         key = (self._agent(run.agent), run.task)
-        group = self.groups.get(key)
-        if group is None:
-            group = self.groups[key] = _Group(random.Random(f"{self._seed}/{key[0]}/{key[1]}"))
+        group = self._group(key)
         scores = run.scores
         group.add(len(scores), math.fsum(s.static.efficiency for s in scores), math.fsum(s.static.excess_cost_usd for s in scores),
                   evaluation.cost_usd, int(evaluation.completed), evaluation.duration_s)
+
+    def judged(self, agent: str, task: str, score: float) -> None:
+        """A judged run's score (`agent` as the judging grouped it, as the Report does)."""
+        group = self._group((agent, task))
+        group.judged += 1
+        group.judge_sum += score
+        _reservoir(group.judge_scores, score, group.judged, group._rng)
+
+    def _group(self, key: tuple[str, str]) -> _Group:
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = _Group(random.Random(f"{self._seed}/{key[0]}/{key[1]}"))
+        return group
 
 
 # -- the statistics -----------------------------------------------------------------------------------------------
@@ -325,6 +360,8 @@ def _point(group: _Group | None, metric: str) -> float | None:
         return group.cost / group.runs
     if metric == "completion":
         return group.completed / group.runs
+    if metric == JUDGE_SCORE:
+        return group.judge_sum / group.judged if group.judged else None
     return _nearest_rank(sorted(group.durations), _QUANTILES[metric]) if group.durations else None
 
 
@@ -340,6 +377,9 @@ def _untested(base: _Group | None, head: _Group | None, metric: str) -> str:
         return "no runs in head"
     if metric == "efficiency" and not (base.calls and head.calls):
         return "no tool calls in " + ("base" if not base.calls else "head")
+    if metric == JUDGE_SCORE:
+        fewest = min(base.judged, head.judged)
+        return f"{fewest} judged run{'' if fewest == 1 else 's'}, {MIN_RUNS} needed" if fewest < MIN_RUNS else ""
     if metric in _QUANTILES:
         needed = math.ceil(MIN_TAIL_RUNS / (1 - _QUANTILES[metric]) - 1e-9)
         fewest = min(len(base.durations), len(head.durations))
@@ -351,7 +391,7 @@ def _untested(base: _Group | None, head: _Group | None, metric: str) -> str:
 def _resampled(group: _Group, metrics: Sequence[str], resamples: int, rng: random.Random) -> dict[str, list[float]]:
     """Each metric over `resamples` bootstrap resamples of the group's runs (the same resamples for all metrics)."""
     out: dict[str, list[float]] = {m: [] for m in metrics}
-    means = [m for m in metrics if m not in _QUANTILES]
+    means = [m for m in metrics if m not in _QUANTILES and m != JUDGE_SCORE]
     if means:
         n = len(group.sample)
         columns = list(zip(*group.sample))
@@ -367,6 +407,11 @@ def _resampled(group: _Group, metrics: Sequence[str], resamples: int, rng: rando
                 else:
                     column = wasted if metric == "wasted_per_run_usd" else cost if metric == "cost_per_run_usd" else completed
                     out[metric].append(sum(map(column.__getitem__, idx)) / total_runs)
+    if JUDGE_SCORE in metrics:  # the judged runs, resampled on their own (a run may be judged or not)
+        scores = group.judge_scores
+        n = len(scores)
+        for _ in range(resamples):
+            out[JUDGE_SCORE].append(math.fsum(rng.choices(scores, k=n)) / n)
     quantiles = [m for m in metrics if m in _QUANTILES]
     if quantiles:
         durations = group.durations
@@ -388,9 +433,9 @@ def _percentile(ordered: Sequence[float], p: float) -> float:
 
 
 def _compare(base: Report, base_runs: RunSamples, head: Report, head_runs: RunSamples, *,
-             confidence: float, resamples: int, seed: int) -> Comparison:
+             confidence: float, resamples: int, seed: int, metrics: Sequence[str] = tuple(METRICS)) -> Comparison:
     keys = sorted({*base_runs.groups, *head_runs.groups, *((g.agent, g.task) for g in (*base.groups, *head.groups))})
-    plans = {key: {m: _untested(base_runs.groups.get(key), head_runs.groups.get(key), m) for m in METRICS} for key in keys}
+    plans = {key: {m: _untested(base_runs.groups.get(key), head_runs.groups.get(key), m) for m in metrics} for key in keys}
     tests = sum(not why for plan in plans.values() for why in plan.values())
     alpha = (1 - confidence) / max(tests, 1)  # Bonferroni: each interval at 1 - alpha, all together at `confidence`
     groups = []
@@ -408,7 +453,7 @@ def _compare(base: Report, base_runs: RunSamples, head: Report, head_runs: RunSa
                 if diffs:  # efficiency: a resample of only runs without calls has none
                     intervals[metric] = (_percentile(diffs, alpha / 2), _percentile(diffs, 1 - alpha / 2))
         changes = []
-        for metric in METRICS:
+        for metric in metrics:
             low, high = intervals.get(metric, (None, None))
             changes.append(Change(group=name, metric=metric, base=_point(b, metric), head=_point(h, metric), low=low, high=high,
                                   confidence=1 - alpha if metric in intervals else None,

@@ -27,11 +27,14 @@ TOLERANCE = 1e-9  # a mean of calls each exactly at the level may sum to a hair 
 GATE_METRICS: dict[str, tuple[str, float | None]] = {
     "efficiency": ("mean tool-call efficiency, 0-1", 1.0),
     **{metric: (what, top) for metric, (_, top, what) in GATE_LEVEL_METRICS.items()},
+    # `score --judge`: deepeval's ToolCorrectnessMetric with the judge, mean over the judged runs (docs/judge.md)
+    "judge_score": ("mean judged tool correctness (score --judge), 0-1", 1.0),
 }
+_HIGHER = frozenset({"efficiency", "judge_score"})  # not catalog gate levels, both higher is better
 
 
 def higher_is_better(metric: str) -> bool:
-    return metric == "efficiency" or GATE_LEVEL_METRICS[metric][0]
+    return metric in _HIGHER or GATE_LEVEL_METRICS[metric][0]
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,8 @@ class GroupSummary:
     p95_s: float | None = None  # 95th percentile run duration (the latency sketch: within 0.5 %)
     llm_cost_per_run_usd: float | None = None  # the LLM part of cost_per_run_usd
     llm_priced_by: tuple[str, ...] = ()  # where the runs' LLM calls' prices came from, each source once
+    judge_score: float | None = None  # mean judged tool correctness (`score --judge`); None when none was judged
+    judged_runs: int = 0
 
     @property
     def name(self) -> str:
@@ -253,6 +255,7 @@ class Report:
     gate_levels: Mapping[str, GateLevel] = field(default_factory=dict)  # the catalog's `gates` for the environment
     coverage: Coverage = Coverage()
     llm_calls_by_price_source: Mapping[str, int] = field(default_factory=dict)  # LLM calls of the runs, by price source
+    judge: Any = None  # `offline.judging.JudgeSummary` when `score --judge` judged runs
 
     @property
     def wasted_usd(self) -> float:
@@ -279,6 +282,7 @@ class Report:
                             "llm_priced_by": list(r.llm_priced_by)} for r in self.worst_runs],
             "coverage": self.coverage.to_dict(),
             "llm_prices": {"calls_by_source": dict(self.llm_calls_by_price_source)},
+            **({"judge": self.judge.to_dict()} if self.judge is not None else {}),
         }
 
 

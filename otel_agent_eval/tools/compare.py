@@ -13,6 +13,7 @@ import sys
 
 from ..offline.compare import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RUNS, Change, Comparison, compare_traces
 from ..offline.report import Report, printable
+from .judge_options import add_judge_arguments, judging_from
 from .options import add_catalog_arguments, choose_catalog, given
 from .score_table import _ratio, _seconds, _table, agent_label, plural, task_label
 
@@ -21,7 +22,7 @@ __all__ = ["add_compare_arguments", "render_comparison", "run_compare"]
 EXIT_REGRESSION, EXIT_BAD_INPUT = 1, 2
 PREFIX = "otel-agent-eval"
 LABELS = {"efficiency": "efficiency", "wasted_per_run_usd": "wasted/run", "cost_per_run_usd": "cost/run",
-          "completion": "completion", "p95_s": "run p95", "p99_s": "run p99"}
+          "completion": "completion", "p95_s": "run p95", "p99_s": "run p99", "judge_score": "judged score"}
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the bootstrap (default 0): same input, same result")
     parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, metavar="N",
                         help=f"bootstrap resamples (default {DEFAULT_RESAMPLES:,}, at most {MAX_RESAMPLES:,}); more for many groups")
+    add_judge_arguments(parser)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -41,7 +43,8 @@ def run_compare(args: argparse.Namespace) -> int:
     chosen = choose_catalog(args)
     comparison = compare_traces(args.base, args.head, chosen.catalog, profile=chosen.profile,
                                 environment=chosen.environment, seed=args.seed,
-                                resamples=args.resamples, on_problem=lambda side, problem: _error(f"{side}: {problem}"))
+                                resamples=args.resamples, on_problem=lambda side, problem: _error(f"{side}: {problem}"),
+                                judging=judging_from(args, chosen.catalog))
     for side, path, report in (("base", args.base, comparison.base), ("head", args.head, comparison.head)):
         problem = _nothing_to_compare(report)
         if problem:

@@ -102,6 +102,10 @@ def render_html(report: Report, gate: GateResult | None = None, *, title: str = 
         _section("Agents and tasks", _groups_table(report)),
         _section(f"Worst runs (the {len(report.worst_runs)} least healthy)", _worst_runs(report.worst_runs)),
     ]
+    if report.judge is not None:
+        from .judge_table import judge_html
+
+        body.append(_section("Tool selection, judged (deepeval's ToolCorrectnessMetric with an LLM)", judge_html(report.judge)))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"

@@ -40,7 +40,10 @@ def junit_xml(report: Report, gate: GateResult) -> str:
     root = ET.Element("testsuites", name="otel-agent-eval", tests=str(len(report.groups)), failures=str(failures), errors="0")
     suite = ET.SubElement(root, "testsuite", name=SUITE, tests=str(len(report.groups)), failures=str(failures), errors="0",
                           skipped="0")
-    _properties(ET.SubElement(suite, "properties"), report)
+    judge = report.judge
+    if judge is not None:
+        from .judge_table import judge_group_out, judge_properties
+    _properties(ET.SubElement(suite, "properties"), report, **dict(judge_properties(judge) if judge is not None else ()))
     for group in report.groups:
         case = ET.SubElement(suite, "testcase", classname=f"otel-agent-eval.{agent_label(group.agent)}",
                              name=task_label(group.task))
@@ -50,6 +53,8 @@ def junit_xml(report: Report, gate: GateResult) -> str:
             failure = ET.SubElement(case, "failure", type="gate", message="; ".join(c.reason for c in failed))
             failure.text = "\n".join(str(c) for c in failed)
         out = [_summary(group)] + [f"warning: {c}" for c in checks if c.level == "warn" and not c.passed and not failed]
+        if judge is not None:
+            out += judge_group_out(judge, group.agent, group.task)
         ET.SubElement(case, "system-out").text = "\n".join(out)
     if report.inputs.problems:
         ET.SubElement(suite, "system-err").text = "\n".join(str(p) for p in report.inputs.problems)
@@ -59,7 +64,7 @@ def junit_xml(report: Report, gate: GateResult) -> str:
 
 def _summary(group: GroupSummary) -> str:
     parts = [f"calls={group.calls}", f"wasted_usd={group.wasted_usd:.6f}", f"runs={group.runs}"]
-    for name in ("efficiency", "completion", "health", "correctness", "cost_per_run_usd"):
+    for name in ("efficiency", "completion", "health", "correctness", "cost_per_run_usd", "judge_score"):
         value = getattr(group, name)
         if value is not None:
             parts.append(f"{name}={value:.4g}")

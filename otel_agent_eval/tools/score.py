@@ -13,12 +13,15 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
+from ..core.runs import AgentRun
 from ..offline.gate import GATE_METRICS, evaluate_gate, higher_is_better, parse_fail_over, parse_fail_under
 from ..offline.report import printable
 from ..offline.score import score_traces
 from .draft import draft_command
+from .judge_options import add_judge_arguments, judging_from
 from .options import add_catalog_arguments, choose_catalog, given
 from .output_file import output_path, write_atomically
 
@@ -50,6 +53,7 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{', '.join(m for m in GATE_METRICS if not higher_is_better(m))} (default: the catalog's "
                              "gates); repeat for several")
     parser.add_argument("--strict", action="store_true", help="exit 2 when any record or span had to be skipped")
+    add_judge_arguments(parser)
 
 
 def run_score(args: argparse.Namespace) -> int:
@@ -73,13 +77,19 @@ def run_score(args: argparse.Namespace) -> int:
             bar.clear()
         _error(str(problem))
 
+    judging = judging_from(args, chosen.catalog)
+    on_run = run_cases.add if run_cases is not None else None
+    if judging is not None:
+        on_run = judging.on_run if on_run is None else _both(judging.on_run, on_run)
     try:
         report = score_traces(args.files, chosen.catalog, profile=chosen.profile,
                               environment=chosen.environment, on_problem=problem_line,
-                              on_progress=bar, on_run=run_cases.add if run_cases is not None else None)
+                              on_progress=bar, on_run=on_run, on_span=judging.on_span if judging is not None else None)
     finally:
         if bar is not None:
             bar.clear()
+    if judging is not None:
+        report = judging.attach(report)
     inputs = report.inputs
     if inputs.spans == 0:
         _error(f"no spans could be read from {inputs.files} file{'s' if inputs.files != 1 else ''}")
@@ -134,6 +144,13 @@ def run_score(args: argparse.Namespace) -> int:
                f"{plural(inputs.files_without_spans, 'file')} without spans")
         return EXIT_BAD_INPUT
     return 0 if gate.passed else EXIT_GATE_FAILED
+
+
+def _both(first: Callable[[AgentRun], None], second: Callable[[AgentRun], None]) -> Callable[[AgentRun], None]:
+    def both(run: AgentRun) -> None:
+        first(run)
+        second(run)
+    return both
 
 
 def _is_terminal(stream: object) -> bool:

@@ -62,6 +62,10 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
         lines += ["", f"Coverage: {coverage_line(report)}"]
         if next_step:
             lines.append(f"Draft what it lacks: {next_step}")
+    if report.judge is not None:
+        from .judge_table import judge_lines
+
+        lines += [""] + judge_lines(report.judge)
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
 
