@@ -223,10 +223,8 @@ def test_judging_is_off_by_default():
     processor.shutdown()
 
 
-def test_what_leaves_for_the_judge_and_what_it_explains_are_redacted(server):
-    """A judge exports content: the run's redaction applies to the request (built on the worker) and to the
-    explanation the event carries."""
-    server.selection = (0.5, "It sent secret=hunter2 to web_search.")
+def test_what_leaves_for_the_judge_is_redacted(server):
+    """A judge exports content: the run's redaction applies to the request, built on the worker."""
     provider, processor, registry, logs = _app(_judge(server), judge_sample_rate=1.0, redact_keys="secret")
     tracer = provider.get_tracer("app")
     with tracer.start_as_current_span("invoke_agent support_agent",
@@ -237,8 +235,18 @@ def test_what_leaves_for_the_judge_and_what_it_explains_are_redacted(server):
     assert processor.pipeline.judge_run.flush(60)
     sent = " ".join(r.prompt for r in server.requests)
     assert server.prompts() and "hunter2" not in sent and "[REDACTED]" in sent
-    (record,) = [r.log_record for r in logs.get_finished_logs()
-                 if r.log_record.attributes.get("gen_ai.evaluation.name") == "agent_eval.judge.tool_selection"]
-    explanation = record.attributes["gen_ai.evaluation.explanation"]
-    assert "hunter2" not in explanation and "[REDACTED]" in explanation  # masked as an exported value is
+    processor.shutdown()
+
+
+def test_without_redaction_settings_the_judge_masks_the_common_secret_keys(server):
+    """As `score --judge` does: a judge never sends content unredacted."""
+    provider, processor, registry, logs = _app(_judge(server), judge_sample_rate=1.0)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("invoke_agent support_agent", attributes={**AGENT, "input.value": "order? api_key=sk-123"}):
+        with tracer.start_as_current_span("execute_tool web_search", attributes={
+                **_tool("web_search"), "gen_ai.tool.call.arguments": '{"q": "order", "password": "hunter2"}'}):
+            pass
+    assert processor.pipeline.judge_run.flush(60)
+    sent = " ".join(r.prompt for r in server.requests)
+    assert server.prompts() and "hunter2" not in sent and "sk-123" not in sent and "order" in sent
     processor.shutdown()

@@ -5,8 +5,9 @@ take events, and its copy has left), so the event is a log record through the Lo
 the GenAI conventions give events), in the run's trace and span context: a backend that joins logs
 to traces shows it under the run. Provenance goes with every result (`agent_eval.judge.*`: judge
 model, metric and its version, prompt version, sample rate, which part gave the score), so a change
-of score can be told apart from a change of judge. With redaction on, the explanation (the judge's
-reason may quote tool arguments) is masked as exported span values are.
+of score can be told apart from a change of judge. The explanation is the judge's reason as it came: the judge
+saw only the redacted request, so it can quote nothing redaction kept back (masking it again would fail
+closed on deepeval's bracketed reasons and blank them).
 
     >>> events = JudgeEvents(logger_provider)        # default: the global LoggerProvider
     >>> events.emit(request, result)
@@ -28,14 +29,13 @@ INPUT_TOKENS, OUTPUT_TOKENS, COST_USD, LATENCY_S = J + "input_tokens", J + "outp
 TASK = J + "task"
 
 
-def evaluation_attributes(request: Any, result: Any, redactor: Any = None) -> dict[str, Any]:
+def evaluation_attributes(request: Any, result: Any) -> dict[str, Any]:
     """The event's attributes: the GenAI evaluation attributes, then the provenance."""
-    explanation = str(result.reason)
     attrs: dict[str, Any] = {
         c.GEN_AI_EVALUATION_NAME: EVALUATION_NAME,
         c.GEN_AI_EVALUATION_SCORE_VALUE: float(result.score),
         c.GEN_AI_EVALUATION_SCORE_LABEL: "pass" if result.success else "fail",
-        c.GEN_AI_EVALUATION_EXPLANATION: explanation if redactor is None else redactor.text(explanation),
+        c.GEN_AI_EVALUATION_EXPLANATION: str(result.reason),
         JUDGE_MODEL: str(result.judge_model),
         METRIC: str(result.metric),
         METRIC_VERSION: str(result.metric_version),
@@ -59,11 +59,10 @@ def evaluation_attributes(request: Any, result: Any, redactor: Any = None) -> di
 class JudgeEvents:
     """Emits each judgement as a log record parented to the run's span (`request.trace_id`, `request.span_id`)."""
 
-    def __init__(self, logger_provider: Any = None, redactor: Any = None) -> None:
+    def __init__(self, logger_provider: Any = None) -> None:
         from opentelemetry._logs import get_logger_provider
 
         self._logger = (logger_provider or get_logger_provider()).get_logger("otel_agent_eval.judge")
-        self._redactor = redactor
 
     def emit(self, request: Any, result: Any) -> None:
         from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
@@ -71,4 +70,4 @@ class JudgeEvents:
         parent = SpanContext(request.trace_id, request.span_id, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         self._logger.emit(timestamp=time.time_ns(), context=set_span_in_context(NonRecordingSpan(parent)),
                           event_name=c.GEN_AI_EVALUATION_RESULT,
-                          attributes=evaluation_attributes(request, result, self._redactor))
+                          attributes=evaluation_attributes(request, result))

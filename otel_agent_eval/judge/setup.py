@@ -36,7 +36,7 @@ def online_judge(pipeline: Any, metrics: Any, *, judge: Any = None, model: str |
     judge_metrics = metrics.start_judging() if metrics is not None else None
     return OnlineJudge(judge, build=build, sample_rate=sample_rate, budget=JudgeBudget(max_per_minute, max_usd_per_hour, clock=clock),
                        timeout_s=timeout_s, queue_limit=queue_limit, metrics=judge_metrics,
-                       events=JudgeEvents(logger_provider, redactor), mask=redactor.text if redactor is not None else None)
+                       events=JudgeEvents(logger_provider), mask=redactor.text if redactor is not None else None)
 
 
 class _ModelJudge:
