@@ -62,3 +62,61 @@ def test_the_same_runs_judged_offline_and_online_give_the_same_results(server):
         parts.add(live.part)
     assert parts == {"deterministic", "judge"}  # both parts gave the minimum on some run
     processor.shutdown()
+
+
+def test_score_judge_on_the_recorded_file_and_the_zero_code_exporter_live_judge_the_same_runs_the_same(tmp_path, server):
+    """The same spans, once through the zero-code exporter with the judge on, once written as the Collector's file
+    exporter writes them and scored with `score --judge`: the same runs judged, from the same prompts, with the same
+    results."""
+    import json
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_agent_eval.config.settings import Settings
+    from otel_agent_eval.otel.exporter import AgentEvalSpanExporter
+    from test_judge_score import FAQ_DEFINITIONS
+    from test_score import collector_lines, main_in_process, write
+
+    recorded = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "shop"}))
+    provider.add_span_processor(SimpleSpanProcessor(recorded))
+    tracer = provider.get_tracer("app")
+    for i in range(24):  # agent "support": the packaged catalog's faq task, expecting local_index
+        with tracer.start_as_current_span("invoke_agent support", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                "gen_ai.tool.definitions": FAQ_DEFINITIONS, "input.value": f"Question #{i}: refund? password=hunter2"}):
+            for tool in CALLS[i % len(CALLS)]:
+                with tracer.start_as_current_span(f"execute_tool {tool}", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": json.dumps({"q": f"refund {i}", "api_key": "sk-secret"})}):
+                    pass
+    provider.shutdown()
+    spans = list(recorded.get_finished_spans())
+
+    live = {}
+    exporter = AgentEvalSpanExporter(InMemorySpanExporter(), settings=Settings(metrics_enabled=False),
+                                     registry=CollectorRegistry(), otlp_metrics=False, judge_sample_rate=RATE,
+                                     judge=DeepEvalJudge(judge_model("judge-model", base_url=server.base_url), sample_rate=RATE))
+    exporter.pipeline.judge_run.on_result = lambda request, result: live.__setitem__(format(request.trace_id, "032x"), result)
+    for i in range(0, len(spans), 7):  # batches as a BatchSpanProcessor hands them over
+        exporter.export(spans[i:i + 7])
+    assert exporter.pipeline.judge_run.flush(120)
+    exporter.shutdown()
+    online_prompts = sorted(server.prompts())
+    server.requests.clear()
+
+    write(tmp_path / "t.json", collector_lines(spans))
+    code, out, err = main_in_process([str(tmp_path / "t.json"), "--json", "--judge", "judge-model", "--judge-base-url",
+                                      server.base_url, "--judge-rate", str(RATE)], tmp_path)
+    assert code in (0, 1), err  # 1: the efficiency gate, on the runs that called web_search
+    offline = {r["trace_id"]: r for r in json.loads(out)["judge"]["results"]}
+    assert 0 < len(live) < 24 and set(offline) == set(live)
+    assert sorted(server.prompts()) == online_prompts  # the same questions, tools and redactions sent
+    assert "hunter2" not in " ".join(online_prompts) and "sk-secret" not in " ".join(online_prompts)
+    for trace_id, result in live.items():
+        for field in ("score", "reason", "part", "success", "threshold", "judge_model", "metric", "metric_version",
+                      "prompt_version", "sample_rate", "deterministic_score", "selection_score", "selection_reason",
+                      "argument_score", "argument_reason", "input_tokens", "output_tokens", "cost_usd"):
+            assert getattr(result, field) == offline[trace_id][field], (field, trace_id)
