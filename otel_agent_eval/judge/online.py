@@ -95,7 +95,9 @@ class OnlineJudge:
 
     def _fresh(self) -> None:
         """Locks, queue and counts of this process (a forked child makes its own; its worker starts on first offer)."""
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the queue and the worker's state changed
+        self._call_done = threading.Condition(lock)  # a judgement answered (offers do not wake the worker waiting on it)
         self._items: deque[tuple[Any, Any, Any]] = deque()
         self._busy = False
         self._stopping = False
@@ -124,7 +126,8 @@ class OnlineJudge:
                     if self._thread is None:
                         self._thread = threading.Thread(target=self._work, name="otel-agent-eval-judge", daemon=True)
                         self._thread.start()
-                    self._cond.notify_all()
+                    if len(self._items) == 1:  # the worker waits only on an empty queue
+                        self._cond.notify_all()
             if not queued:
                 self._count("dropped")
         except Exception as exc:  # noqa: BLE001 - never into the app
@@ -175,13 +178,13 @@ class OnlineJudge:
         call = _Call(request)
         threading.Thread(target=self._call, args=(call,), name="otel-agent-eval-judge-call", daemon=True).start()
         deadline = time.monotonic() + self.timeout_s
-        with self._cond:
+        with self._call_done:
             while not call.finished:
                 remaining = min(deadline, self._stop_deadline) - time.monotonic()
                 if remaining <= 0:
                     call.abandoned = True  # its cost is charged when (if) it answers
                     break
-                self._cond.wait(remaining)
+                self._call_done.wait(remaining)
         if call.abandoned:
             self._count("timed_out")
             return
@@ -203,10 +206,10 @@ class OnlineJudge:
             call.error = exc
         call.latency_s = time.perf_counter() - started
         self._calls.release()
-        with self._cond:
+        with self._call_done:
             call.finished = True
             late = call.abandoned
-            self._cond.notify_all()
+            self._call_done.notify_all()
         if late:
             try:
                 self._spent(call)
@@ -281,6 +284,7 @@ class OnlineJudge:
                 self._stop_deadline = time.monotonic() + max(0.0, timeout)
                 thread = self._thread
                 self._cond.notify_all()
+                self._call_done.notify_all()
             if thread is not None:
                 thread.join(max(0.0, timeout) + 1.0)  # the worker leaves at the deadline; the second is its margin
         except Exception as exc:  # noqa: BLE001
