@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from judge_server import JudgeServer
+from judge_server import VERDICTS_MARK, JudgeServer
 from otel_agent_eval import AgentEvalSpanProcessor, install
 from otel_agent_eval.config.settings import Settings
 from otel_agent_eval.judge.online import OUTCOMES, OnlineJudge
@@ -38,10 +38,10 @@ def test_every_judge_variable_is_read():
         "OTEL_AGENT_EVAL_JUDGE_MODEL": "gpt-4.1-mini", "OTEL_AGENT_EVAL_JUDGE_BASE_URL": "http://127.0.0.1:8000/v1",
         "OTEL_AGENT_EVAL_JUDGE_SAMPLE_RATE": "0.25", "OTEL_AGENT_EVAL_JUDGE_MAX_PER_MINUTE": "12",
         "OTEL_AGENT_EVAL_JUDGE_MAX_USD_PER_HOUR": "0.5", "OTEL_AGENT_EVAL_JUDGE_TIMEOUT_SECONDS": "7.5",
-        "OTEL_AGENT_EVAL_JUDGE_QUEUE": "9"})
+        "OTEL_AGENT_EVAL_JUDGE_QUEUE": "9", "OTEL_AGENT_EVAL_JUDGE_ARGUMENTS": "false"})
     assert (settings.judge_model, settings.judge_base_url, settings.judge_sample_rate, settings.judge_max_per_minute,
-            settings.judge_max_usd_per_hour, settings.judge_timeout_seconds, settings.judge_queue) == (
-        "gpt-4.1-mini", "http://127.0.0.1:8000/v1", 0.25, 12, 0.5, 7.5, 9)
+            settings.judge_max_usd_per_hour, settings.judge_timeout_seconds, settings.judge_queue, settings.judge_arguments) == (
+        "gpt-4.1-mini", "http://127.0.0.1:8000/v1", 0.25, 12, 0.5, 7.5, 9, False)
     processor = AgentEvalSpanProcessor(registry=CollectorRegistry(), settings=settings)
     online = processor.pipeline.judge_run
     assert isinstance(online, OnlineJudge)
@@ -67,7 +67,7 @@ def test_a_bad_variable_is_one_line_naming_it_and_the_default_is_used(name, valu
     ("judge_sample_rate", 1.5, "expected a number from 0 to 1"), ("judge_max_per_minute", 0, "expected a whole number >= 1"),
     ("judge_max_usd_per_hour", 0, "expected a positive number"), ("judge_timeout_s", -1, "expected a positive number"),
     ("judge_queue_limit", 0, "expected a whole number >= 1"), ("judge_base_url", "ftp://x", "expected an http:// or https:// URL"),
-    ("judge", "gpt-4.1-mini", "expected a judge")])
+    ("judge", "gpt-4.1-mini", "expected a judge"), ("judge_arguments", "maybe", "expected true or false")])
 def test_a_bad_argument_is_one_error_naming_it(name, value, why):
     with pytest.raises(ValueError, match=f"otel-agent-eval: {name}={value!r}: {why}"):
         AgentEvalSpanProcessor(registry=CollectorRegistry(), **{name: value})
@@ -84,16 +84,22 @@ def test_install_logs_a_bad_judge_argument_and_keeps_judging_off(caplog):
     processor.shutdown()
 
 
-def test_install_judges_with_a_model_from_its_arguments(server):
+@pytest.mark.parametrize("arguments", [True, "false"])
+def test_install_judges_with_a_model_from_its_arguments(server, arguments):
     provider = TracerProvider()
     registry = CollectorRegistry()
     processor = install(tracer_provider=provider, registry=registry, serve_metrics=False, judge_model="judge-model",
-                        judge_base_url=server.base_url, judge_sample_rate=1.0)
-    _runs(provider.get_tracer("app"), 3)
+                        judge_base_url=server.base_url, judge_sample_rate=1.0, judge_arguments=arguments)
+    tracer = provider.get_tracer("app")
+    for _ in range(3):
+        with tracer.start_as_current_span("invoke_agent support_agent", attributes=AGENT):
+            with tracer.start_as_current_span("execute_tool local_index", attributes={**TOOL, "gen_ai.tool.call.arguments": '{"q": 1}'}):
+                pass
     processor.force_flush()
     assert processor.pipeline.judge_run.flush(60)
     assert registry.get_sample_value("agent_eval_judgements_total", {"outcome": "judged"}) == 3
     assert len(server.prompts()) == 3
+    assert len(server.prompts(VERDICTS_MARK)) == (3 if arguments is True else 0)  # the argument judge's prompts
     processor.shutdown()
 
 

@@ -204,6 +204,7 @@ ARGUMENTS: dict[str, Callable[[Any], Any]] = {
     "serve_metrics": _flag, "enrich": _flag, "drop_tool_io": _flag, "background": _flag, "otlp_histograms": _histograms,
     "judge": _judge, "judge_model": _name, "judge_base_url": _url, "judge_sample_rate": _share, "judge_max_per_minute": _at_least(1),
     "judge_max_usd_per_hour": _positive, "judge_timeout_s": _positive, "judge_queue_limit": _at_least(1),
+    "judge_arguments": _flag,
 }
 
 
@@ -258,6 +259,7 @@ class Settings:
     judge_max_usd_per_hour: float = 1.0
     judge_timeout_seconds: float = 30.0
     judge_queue: int = 100
+    judge_arguments: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -315,5 +317,6 @@ ENV_VARS = (
     EnvVar(PREFIX + "JUDGE_MAX_PER_MINUTE", "judge_max_per_minute", _whole_at_least_one, "At most this many judgements in any 60 seconds; more are counted `over_budget` (default 60)."),
     EnvVar(PREFIX + "JUDGE_MAX_USD_PER_HOUR", "judge_max_usd_per_hour", _positive_float, "Judging stops while the judge's tokens of the last hour cost this many USD or more, priced as every LLM call (default 1.0)."),
     EnvVar(PREFIX + "JUDGE_TIMEOUT_SECONDS", "judge_timeout_seconds", _positive_float, "A judgement that takes longer is abandoned and counted `timed_out` (default 30)."),
+    EnvVar(PREFIX + "JUDGE_ARGUMENTS", "judge_arguments", _bool, "Also judge the calls' arguments where recorded (deepeval's ArgumentCorrectnessMetric: two more model calls a run; default true)."),
     EnvVar(PREFIX + "JUDGE_QUEUE", "judge_queue", _whole_at_least_one, "Runs waiting for the judge; past it a sampled run is dropped and counted (default 100)."),
 )

@@ -20,10 +20,12 @@ __all__ = ["online_judge"]
 
 def online_judge(pipeline: Any, metrics: Any, *, judge: Any = None, model: str | None = None, base_url: str | None = None,
                  sample_rate: float = 0.1, max_per_minute: int | None = 60, max_usd_per_hour: float | None = 1.0,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, queue_limit: int = DEFAULT_QUEUE, logger_provider: Any = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, queue_limit: int = DEFAULT_QUEUE, arguments: bool = True,
+                 logger_provider: Any = None,
                  clock: Callable[[], float] = time.monotonic) -> OnlineJudge:
     """An `OnlineJudge` for `pipeline`: `judge` (any object with `judge(request) -> JudgeResult`), or deepeval's judge with
-    `model` (at `base_url`), made on the worker thread at the first judgement (deepeval takes ~1.2 s to import)."""
+    `model` (at `base_url`), made on the worker thread at the first judgement (deepeval takes ~1.2 s to import);
+    `arguments=False` leaves deepeval's argument judge out (two model calls fewer a run)."""
     own = pipeline.redactor  # the processor's redaction when it names keys, else the common secret keys (as `score
     # --judge`): a judge never sends content unredacted
     redactor = own if own is not None and own.pattern is not None else judge_redactor(None, own is not None and own.drop_io)
@@ -32,7 +34,7 @@ def online_judge(pipeline: Any, metrics: Any, *, judge: Any = None, model: str |
         return request_of(run, route, catalog, redactor=redactor)
 
     if judge is None:
-        judge = _ModelJudge(model or "", base_url, timeout_s, sample_rate, lambda: pipeline.catalog)
+        judge = _ModelJudge(model or "", base_url, timeout_s, sample_rate, lambda: pipeline.catalog, arguments)
     judge_metrics = metrics.start_judging() if metrics is not None else None
     return OnlineJudge(judge, build=build, sample_rate=sample_rate, budget=JudgeBudget(max_per_minute, max_usd_per_hour, clock=clock),
                        timeout_s=timeout_s, queue_limit=queue_limit, metrics=judge_metrics,
@@ -43,8 +45,9 @@ class _ModelJudge:
     """deepeval's judge with a model by name, made once, on the first judgement's thread (not at the app's start)."""
 
     def __init__(self, model: str, base_url: str | None, timeout_s: float, sample_rate: float,
-                 catalog: Callable[[], Any]) -> None:
+                 catalog: Callable[[], Any], arguments: bool = True) -> None:
         self.model, self.base_url, self.timeout_s, self.sample_rate = model, base_url, timeout_s, sample_rate
+        self.arguments = arguments
         self._catalog = catalog
         self._judge: Any = None
         self._lock = threading.Lock()
@@ -58,5 +61,5 @@ class _ModelJudge:
                 catalog = self._catalog()
                 llm = judge_model(self.model, base_url=self.base_url, timeout_s=self.timeout_s,
                                   models=getattr(catalog, "models", None))
-                self._judge = DeepEvalJudge(llm, sample_rate=self.sample_rate)
+                self._judge = DeepEvalJudge(llm, sample_rate=self.sample_rate, arguments=self.arguments)
         return self._judge.judge(request)

@@ -76,6 +76,7 @@ def build_pipeline(
     judge_max_usd_per_hour: float = 1.0,
     judge_timeout_s: float = 30.0,
     judge_queue_limit: int = 100,
+    judge_arguments: bool = True,
 ) -> tuple[Pipeline, EvalMetrics]:
     """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None).
 
@@ -85,7 +86,7 @@ def build_pipeline(
                     max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, run_ttl_s=run_ttl_s,
                     evaluation_events=evaluation_events, judge_sample_rate=judge_sample_rate,
                     judge_max_per_minute=judge_max_per_minute, judge_max_usd_per_hour=judge_max_usd_per_hour,
-                    judge_timeout_s=judge_timeout_s, judge_queue_limit=judge_queue_limit,
+                    judge_timeout_s=judge_timeout_s, judge_queue_limit=judge_queue_limit, judge_arguments=judge_arguments,
                     **{k: v for k, v in dict(judge=judge, judge_model=judge_model, judge_base_url=judge_base_url).items()
                        if v is not None})
     redact_keys = usable_redaction(redact_keys)
@@ -112,7 +113,8 @@ def build_pipeline(
         pipeline.judge_run = online_judge(pipeline, metrics, judge=judge, model=judge_model, base_url=judge_base_url,
                                           sample_rate=judge_sample_rate, max_per_minute=judge_max_per_minute,
                                           max_usd_per_hour=judge_max_usd_per_hour, timeout_s=judge_timeout_s,
-                                          queue_limit=judge_queue_limit, logger_provider=logger_provider)
+                                          queue_limit=judge_queue_limit, arguments=_flag_of(judge_arguments),
+                                          logger_provider=logger_provider)
     return pipeline, metrics
 
 
@@ -130,7 +132,7 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
         evaluation_events=settings.evaluation_events, judge_model=settings.judge_model, judge_base_url=settings.judge_base_url,
         judge_sample_rate=settings.judge_sample_rate, judge_max_per_minute=settings.judge_max_per_minute,
         judge_max_usd_per_hour=settings.judge_max_usd_per_hour, judge_timeout_s=settings.judge_timeout_seconds,
-        judge_queue_limit=settings.judge_queue,
+        judge_queue_limit=settings.judge_queue, judge_arguments=settings.judge_arguments,
     )
     options.update(explicit)
     return options
@@ -216,6 +218,11 @@ def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: 
 
     owner.close_on_shutdown(stop)
     logger.info("otel-agent-eval: metrics on http://%s:%s/metrics", *owner.metrics_address)
+
+
+def _flag_of(value: Any) -> bool:
+    """A boolean argument as the variables read one (`"false"` is False), checked already."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
 def _load_or_fallback(path: PathLike | None) -> Catalog:
