@@ -373,7 +373,9 @@ def exposed_metric_names() -> set[str]:
 
     registry = CollectorRegistry()
     ServeMetrics(registry=registry)  # serve's own families, beside the processor's
-    run_workload(AgentEvalSpanProcessor(registry=registry), runs=200, suboptimal_share=0.3, seed=3)
+    processor = AgentEvalSpanProcessor(registry=registry)
+    processor.metrics.start_judging()  # the judge's families, as a processor with a judge on exposes them
+    run_workload(processor, runs=200, suboptimal_share=0.3, seed=3)
     names: set[str] = set()
     for line in generate_latest(registry).decode().splitlines():
         if line.startswith("# TYPE "):

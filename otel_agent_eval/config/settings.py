@@ -89,6 +89,27 @@ def _count(text: str) -> int:
     return value
 
 
+def _rate(text: str) -> float:
+    return _share(float(text))
+
+
+def _share(value: Any) -> float:
+    value = _number(value, whole=False)
+    if not 0 <= value <= 1:
+        raise ValueError("expected a number from 0 to 1")
+    return float(value)
+
+
+def _url(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip().lower().startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// URL")
+    return value.strip()
+
+
+def _whole_at_least_one(text: str) -> int:
+    return _at_least(1)(int(text))
+
+
 EVALUATION_EVENTS = ("span", "log", "both")
 
 
@@ -152,6 +173,12 @@ def _flag(value: Any) -> bool:
     raise ValueError(f"expected True or False, got {type(value).__name__}")
 
 
+def _judge(value: Any) -> Any:
+    if not callable(getattr(value, "judge", None)):
+        raise ValueError(f"expected a judge (an object with judge(request) -> JudgeResult), got {type(value).__name__}")
+    return value
+
+
 def _histograms(value: Any) -> str:
     from ..metrics.otlp import HISTOGRAMS
 
@@ -175,6 +202,9 @@ ARGUMENTS: dict[str, Callable[[Any], Any]] = {
     "max_samples": _at_least(0), "max_calls_per_run": _at_least(0), "max_open_traces": _at_least(1),
     "queue_limit": _at_least(1), "evaluation_events": _choice,
     "serve_metrics": _flag, "enrich": _flag, "drop_tool_io": _flag, "background": _flag, "otlp_histograms": _histograms,
+    "judge": _judge, "judge_model": _name, "judge_base_url": _url, "judge_sample_rate": _share, "judge_max_per_minute": _at_least(1),
+    "judge_max_usd_per_hour": _positive, "judge_timeout_s": _positive, "judge_queue_limit": _at_least(1),
+    "judge_arguments": _flag,
 }
 
 
@@ -222,6 +252,14 @@ class Settings:
     redact_keys: str | None = None
     drop_tool_io: bool = False
     evaluation_events: str = "span"
+    judge_model: str | None = None  # the online tool-selection judge: off until a model is named
+    judge_base_url: str | None = None
+    judge_sample_rate: float = 0.1
+    judge_max_per_minute: int = 60
+    judge_max_usd_per_hour: float = 1.0
+    judge_timeout_seconds: float = 30.0
+    judge_queue: int = 100
+    judge_arguments: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -273,4 +311,12 @@ ENV_VARS = (
     EnvVar(PREFIX + "REDACT_KEYS", "redact_keys", _regex, "Regular expression of keys whose values are replaced by `[REDACTED]` in exported tool spans, also inside JSON arguments and results (e.g. `password|token|secret|api_key`); one that cannot be used fails closed (FAIL_CLOSED)."),
     EnvVar(PREFIX + "DROP_TOOL_IO", "drop_tool_io", _bool, "Drop tool arguments and results from exported tool spans (default false)."),
     EnvVar(PREFIX + "EVALUATION_EVENTS", "evaluation_events", _evaluation_events, "Where `gen_ai.evaluation.result` events go: `span` (span events on exported spans, default), `log` (log records through the global LoggerProvider, parented to the evaluated span) or `both`."),
+    EnvVar(PREFIX + "JUDGE_MODEL", "judge_model", _text, "The tool-selection judge's model (deepeval's; e.g. `gpt-4.1-mini`): set, completed runs are judged online, sampled and budgeted; unset (default), nothing is judged."),
+    EnvVar(PREFIX + "JUDGE_BASE_URL", "judge_base_url", _url, "An OpenAI-compatible endpoint for the judge's model (vLLM, Ollama, llama.cpp server), e.g. `http://127.0.0.1:11434/v1` (default: the model's hosted API)."),
+    EnvVar(PREFIX + "JUDGE_SAMPLE_RATE", "judge_sample_rate", _rate, "Share of completed runs judged, chosen by a hash of the trace id: the same runs in every process, replica and re-run (default 0.1)."),
+    EnvVar(PREFIX + "JUDGE_MAX_PER_MINUTE", "judge_max_per_minute", _whole_at_least_one, "At most this many judgements in any 60 seconds; more are counted `over_budget` (default 60)."),
+    EnvVar(PREFIX + "JUDGE_MAX_USD_PER_HOUR", "judge_max_usd_per_hour", _positive_float, "Judging stops while the judge's tokens of the last hour cost this many USD or more, priced as every LLM call (default 1.0)."),
+    EnvVar(PREFIX + "JUDGE_TIMEOUT_SECONDS", "judge_timeout_seconds", _positive_float, "A judgement that takes longer is abandoned and counted `timed_out` (default 30)."),
+    EnvVar(PREFIX + "JUDGE_ARGUMENTS", "judge_arguments", _bool, "Also judge the calls' arguments where recorded (deepeval's ArgumentCorrectnessMetric: two more model calls a run; default true)."),
+    EnvVar(PREFIX + "JUDGE_QUEUE", "judge_queue", _whole_at_least_one, "Runs waiting for the judge; past it a sampled run is dropped and counted (default 100)."),
 )

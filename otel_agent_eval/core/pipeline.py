@@ -166,6 +166,8 @@ class Pipeline:
         self._defer_all = not sees_starts
         self.fallback_for: str | None = None  # the catalog file the packaged catalog stands in for, if any
         self.wanted_names: dict[str, str | None] | None = None  # the profile and environment configured for that file
+        # each evaluated run, with its task route and catalog, for the online judge (judge/online.py); it must not block
+        self.judge_run: Callable[[AgentRun, Any, Catalog], None] | None = None
 
     # -- the catalog -----------------------------------------------------------------
 
@@ -425,6 +427,11 @@ class Pipeline:
                 self.on_run(run)
             except Exception as exc:  # noqa: BLE001
                 self.failed("on_run callback", exc)
+        if self.judge_run is not None:
+            try:
+                self.judge_run(run, route, state.catalog)
+            except Exception as exc:  # noqa: BLE001
+                self.failed("judge run", exc)
         if self.enricher is not None and self.enricher.scores and root is not None:
             for i, span in enumerate(out):
                 if span.context.span_id == root.context.span_id:

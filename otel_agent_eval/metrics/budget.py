@@ -23,6 +23,7 @@ PAIR = 6 + len(n.QUANTILES) + 2  # per (tool, agent): cost, excess latency, SLO 
 # the latency summary
 DURATION = histogram_samples(n.TOOL_DURATION.buckets)  # per (tool, error_type)
 EFFICIENCY = histogram_samples(n.TOOL_EFFICIENCY.buckets)  # per (tool, agent, profile, dimension)
+JUDGE = histogram_samples(n.JUDGE_SCORE.buckets)  # per (agent, task) the judge scored
 RUN = sum(histogram_samples(spec.buckets) for spec in n.RUN_HISTOGRAMS.values()) + 4  # per (agent, task): + outcomes, over budget
 
 

@@ -29,6 +29,7 @@ from . import budget as b
 from . import names as n
 from .families import catalog_families, family, label_text
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
+from .judge import JudgeMetrics
 from .multiprocess import MultiprocessMirror, multiprocess_dir
 from .window import SlidingQuantiles
 
@@ -125,6 +126,7 @@ class EvalMetrics:
         self._durations: dict[tuple[str, str, str], BucketCounts] = {}  # by (tool, tool type, error_type): the fleet's latency
         self._error_types: Counter[str] = Counter()  # error_type values per tool label
         self._runs: dict[tuple[str, str], _RunSeries] = {}
+        self._judged: set[tuple[str, str]] = set()  # (agent, task) label pairs of the judge's score series
         self._known_runs: dict[tuple[str | None, str], tuple[tuple[str, str], _RunSeries]] = {}  # (agent, task) -> place
         self._max_samples = max_samples
         self.budget = b.SampleBudget(max_samples)
@@ -152,6 +154,7 @@ class EvalMetrics:
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
+        self.judge: JudgeMetrics | None = None  # the online judge's families, when one runs (`start_judging`)
         self.registry = registry
         self.closed = False
         if registry is not None:
@@ -195,6 +198,7 @@ class EvalMetrics:
         """In a forked child: fresh locks and counts (the parent's are the parent's to report)."""
         self._lock = threading.Lock()
         self._series, self._runs, self._durations, self._error_types = {}, {}, {}, Counter()
+        self._judged = set()
         self._known_calls, self._known_runs = {}, {}
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
@@ -204,6 +208,12 @@ class EvalMetrics:
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
             self.mirror.catalog_fallback(self._catalog_fallback)  # the child scores with the parent's catalog
+        if self.judge is not None:
+            self.judge.reset()
+            if self.mirror is not None:
+                mirror, judge = self.mirror, self.judge
+                mirror.start_judging()
+                judge.on_change = lambda: mirror.write(judge.families())
 
     def catalog_changed(self, catalog: Catalog) -> None:
         """A reloaded catalog: its tools become known label values and its figures the gauges."""
@@ -508,6 +518,36 @@ class EvalMetrics:
         fallback = family(n.CATALOG_FALLBACK)
         fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
         yield fallback
+        judge = self.judge
+        if judge is not None:
+            yield from judge.families()
+
+    def start_judging(self) -> JudgeMetrics:
+        """The judge's families, exposed from now on (in multiprocess mode written to the files as they change)."""
+        judge = JudgeMetrics(place=self.judge_labels)
+        mirror = self.mirror
+        if mirror is not None:
+            mirror.start_judging()
+            judge.on_change = lambda: mirror.write(judge.families())
+        self.judge = judge
+        return judge
+
+    def judge_labels(self, agent: str | None, task: str, judge_model: str, prompt_version: str) -> tuple[str, ...]:
+        """Labels of a judge score series: the agent capped as everywhere, a new label set charged to the sample budget
+        (`_other_` for agent and task past it); the judge model and prompt version are one per configuration."""
+        with self._lock:
+            key = (self._agent_label(agent or ""), task)
+            if key not in self._judged:
+                if key != _OTHER_PAIR and self.budget.take(b.JUDGE):
+                    self._judged.add(key)
+                else:
+                    if key != _OTHER_PAIR:
+                        self.counters["labels_folded"] += 1
+                    if _OTHER_PAIR not in self._judged:
+                        self.budget.charge(b.JUDGE)
+                        self._judged.add(_OTHER_PAIR)
+                    key = _OTHER_PAIR
+        return (*key, self._label(judge_model), self._label(prompt_version))
 
     def _tool_families(self, tools: list[tuple[Any, ...]], durations: list[tuple[tuple[str, str, str], BucketCounts]]) -> Iterator[Metric]:
         calls, cost, excess_cost = family(n.TOOL_CALLS), family(n.TOOL_COST), family(n.TOOL_EXCESS_COST)

@@ -187,6 +187,12 @@ class MultiprocessMirror:
                          if isinstance(m, (Counter, Histogram))}
         self._written: dict[tuple[str, tuple[str, ...]], Any] = {}  # buffered: each series' value as last written
 
+    def start_judging(self) -> None:
+        """The judge's families too, from now on (made only then: an unlabelled one writes its file when made)."""
+        with self._lock:
+            for spec in (n.JUDGEMENTS, n.JUDGE_SCORE, n.JUDGE_DURATION, n.JUDGE_TOKENS, n.JUDGE_COST):
+                self._by_name.setdefault(spec.name, _metric(spec))
+
     def buffer(self) -> None:
         """From now on, write nothing on an update: `flush(metrics)` writes each series as `metrics` holds it then
         (whoever calls this must call that). A serve worker does, when its parent is about to read the files: writing
@@ -198,9 +204,13 @@ class MultiprocessMirror:
         as this process's value in its files (its counts since it started, as the unbuffered writes would sum to)."""
         if not self.buffered:
             return
+        self.write(metrics.families())
+
+    def write(self, families: Iterable[Metric]) -> None:
+        """Write these families' series as this process's values, buffered or not (the judge's, as they change)."""
         written, by_name = self._written, self._by_name
         with self._lock:
-            for family in metrics.families():
+            for family in families:
                 metric = by_name.get(family.name)
                 if metric is None:  # not summed across processes (quantiles, gauges, runs closed early)
                     continue
@@ -208,7 +218,7 @@ class MultiprocessMirror:
                     for values, _, counts, total, _ in family.points:
                         key, now = (family.name, values), (tuple(counts), total)
                         if written.get(key) != now:
-                            child = metric.labels(*values)
+                            child = metric.labels(*values) if values else metric
                             child._sum.set(total)  # prometheus-client's own values: the sum, one count per bucket
                             for value, count in zip(child._buckets, counts):
                                 value.set(count)

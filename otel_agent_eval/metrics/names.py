@@ -151,6 +151,25 @@ CATALOG_FALLBACK = Spec("agent_eval_catalog_fallback", "gauge",
                         "1 when the configured catalog could not be loaded and the packaged default scores instead.",
                         otel=("agent_eval.catalog_fallback", ""))
 
+# The tool-selection judge (judge/online.py): its scores per agent and task, judgements by outcome, its latency, tokens
+# and cost. Bounded: agents are capped as everywhere; outcome is one of JUDGE_OUTCOMES; token type input or output.
+JUDGE_OUTCOMES = ("judged", "sampled_out", "over_budget", "dropped", "failed", "timed_out")
+JUDGE_SCORE = Spec("agent_eval_judge_score", "histogram",
+                   "Judged tool selection of sampled runs (deepeval ToolCorrectnessMetric with available tools: the minimum of "
+                   "the expected-tools comparison and the LLM judge's score, 0-1), by judge model and prompt version.",
+                   (*_RUN, "judge_model", "prompt_version"), SCORE_BUCKETS,
+                   otel=("agent_eval.judge.score", "1"))
+JUDGEMENTS = Spec("agent_eval_judgements", "counter",
+                  "Completed runs by what the judge did with them: judged, sampled_out, over_budget, dropped (queue full or "
+                  "shutdown), failed, timed_out.", ("outcome",),
+                  otel=("agent_eval.judgements", "{run}"))
+JUDGE_DURATION = Spec("agent_eval_judge_duration_seconds", "histogram", "Time one judgement took, answered or not.",
+                      (), DURATION_BUCKETS_S, otel=("agent_eval.judge.duration", "s"))
+JUDGE_TOKENS = Spec("agent_eval_judge_tokens", "counter", "Tokens the judge's model used, by type (input, output).",
+                    ("gen_ai_token_type",), otel=("agent_eval.judge.tokens", "{token}"))
+JUDGE_COST = Spec("agent_eval_judge_cost_usd", "counter", "What the judge's tokens cost, in USD (priced as every LLM call).",
+                  otel=("agent_eval.judge.cost", "USD"))
+
 # Self-metrics: how the processor itself is doing (agent_eval_processor_<name>_total).
 SELF_PREFIX = "agent_eval_processor_"
 SELF_COUNTERS = {
@@ -183,4 +202,4 @@ SPECS = {spec.name: spec for spec in globals().values() if isinstance(spec, Spec
 # Label names as OpenTelemetry attribute keys: the GenAI and general conventions' keys where they define
 # the label (the Prometheus exporters turn the dots back into these underscores); the others as they are.
 OTEL_ATTRIBUTES = {TOOL: "gen_ai.tool.name", AGENT: "gen_ai.agent.name", TOOL_TYPE: "gen_ai.tool.type", "error_type": "error.type",
-                   "gen_ai_request_model": "gen_ai.request.model"}
+                   "gen_ai_request_model": "gen_ai.request.model", "gen_ai_token_type": "gen_ai.token.type"}

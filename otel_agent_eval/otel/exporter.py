@@ -36,7 +36,7 @@ from ..config.settings import Settings
 from .exit_flush import flush_at_exit
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
-from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve
+from .wiring import AUTO, attach, build_pipeline, link_otlp_metrics, resolve, stop_judging_on_shutdown
 
 
 EXPIRE_INTERVAL_S = 0.05  # how often held tool spans of runs past run_ttl_s are looked for, as the processor's tick
@@ -66,6 +66,7 @@ class AgentEvalSpanExporter(SpanExporter):
         self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False, **resolve(settings, **options))
         self._lock = threading.Lock()  # the batch worker and a force_flush may export at once
         self._closers: list[Callable[[], Any]] = []
+        stop_judging_on_shutdown(self)
         attach(self, settings, options.get("catalog"))
         # the SDK's configurator sets the MeterProvider up after the tracing (this exporter): until it is there,
         # each batch and each TTL tick (50 ms) look for it once more (one isinstance check), then never again

@@ -33,7 +33,7 @@ from .exit_flush import flush_at_exit
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
 from .otlp_metrics import histograms_setting
-from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback
+from .wiring import build_pipeline, link_otlp_metrics, resolve, show_fallback, stop_judging_on_shutdown
 
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 _START, _SPAN, _NOISE = 0, 1, 2  # what a queued item is: an agent start, an ended span, a span to redact only
@@ -100,6 +100,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             "held_back_calls": ("Tool spans held until their agent is known.", lambda: self.runs.held_back),
         }
         _reset_in_forked_children(self)
+        stop_judging_on_shutdown(self)  # after the runs its shutdown closes were offered to the judge
         self.otlp_metrics = link_otlp_metrics(self, otlp_metrics, histograms)
         flush_at_exit(self)
 

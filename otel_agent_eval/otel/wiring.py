@@ -69,6 +69,15 @@ def build_pipeline(
     clock: Callable[[], float] = time.monotonic,
     evaluation_events: str = "span",
     logger_provider: Any = None,
+    judge: Any = None,
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+    judge_sample_rate: float = 0.1,
+    judge_max_per_minute: int = 60,
+    judge_max_usd_per_hour: float = 1.0,
+    judge_timeout_s: float = 30.0,
+    judge_queue_limit: int = 100,
+    judge_arguments: bool = True,
 ) -> tuple[Pipeline, EvalMetrics]:
     """The evaluation core and the Prometheus accumulators it feeds (registered in `registry` unless None).
 
@@ -76,7 +85,11 @@ def build_pipeline(
     used is logged and redaction fails closed (`settings.FAIL_CLOSED`), never open."""
     check_arguments(window_s=window_s, max_unknown_tools=max_unknown_tools, max_agents=max_agents, max_samples=max_samples,
                     max_open_traces=max_open_traces, max_calls_per_run=max_calls_per_run, run_ttl_s=run_ttl_s,
-                    evaluation_events=evaluation_events)
+                    evaluation_events=evaluation_events, judge_sample_rate=judge_sample_rate,
+                    judge_max_per_minute=judge_max_per_minute, judge_max_usd_per_hour=judge_max_usd_per_hour,
+                    judge_timeout_s=judge_timeout_s, judge_queue_limit=judge_queue_limit, judge_arguments=judge_arguments,
+                    **{k: v for k, v in dict(judge=judge, judge_model=judge_model, judge_base_url=judge_base_url).items()
+                       if v is not None})
     redact_keys = usable_redaction(redact_keys)
     drop_tool_io = drop_tool_io or isinstance(redact_keys, FailClosed)
     loaded = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
@@ -95,6 +108,14 @@ def build_pipeline(
         metrics.close()
         raise
     metrics.closed_early = pipeline.runs.closed_early
+    if judge is not None or judge_model:  # the tool-selection judge, on completed runs (docs/judge.md); off by default
+        from ..judge.setup import online_judge
+
+        pipeline.judge_run = online_judge(pipeline, metrics, judge=judge, model=judge_model, base_url=judge_base_url,
+                                          sample_rate=judge_sample_rate, max_per_minute=judge_max_per_minute,
+                                          max_usd_per_hour=judge_max_usd_per_hour, timeout_s=judge_timeout_s,
+                                          queue_limit=judge_queue_limit, arguments=_flag_of(judge_arguments),
+                                          logger_provider=logger_provider)
     return pipeline, metrics
 
 
@@ -109,7 +130,10 @@ def resolve(settings: Settings, *, catalog: Catalog | PathLike | None = None, **
         environment=known_name(settings.environment, loaded.thresholds, "OTEL_AGENT_EVAL_ENVIRONMENT"),
         enrich=settings.enrich, window_s=settings.window_seconds, max_unknown_tools=settings.max_unknown_tools,
         max_agents=settings.max_agents, max_samples=settings.max_samples, redact_keys=settings.redact_keys, drop_tool_io=settings.drop_tool_io,
-        evaluation_events=settings.evaluation_events,
+        evaluation_events=settings.evaluation_events, judge_model=settings.judge_model, judge_base_url=settings.judge_base_url,
+        judge_sample_rate=settings.judge_sample_rate, judge_max_per_minute=settings.judge_max_per_minute,
+        judge_max_usd_per_hour=settings.judge_max_usd_per_hour, judge_timeout_s=settings.judge_timeout_seconds,
+        judge_queue_limit=settings.judge_queue, judge_arguments=settings.judge_arguments,
     )
     options.update(explicit)
     return options
@@ -126,6 +150,17 @@ def attach(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None 
         watch_catalog(owner, path, settings.catalog_poll_seconds)
     if settings.reload_on_sighup:
         reload_on_sighup(owner, path)
+
+
+def stop_judging_on_shutdown(owner: Owner, within_s: float | None = None) -> None:
+    """Have `owner`'s shutdown stop its online judge, if one runs, after the runs it closes were offered: within
+    the judge's own shutdown timeout (and `within_s`, when the owner's shutdown has a bound of its own), never
+    waiting on a judge that hangs."""
+    online = owner.pipeline.judge_run
+    if online is not None and hasattr(online, "stop"):
+        if within_s is not None:
+            online.shutdown_timeout_s = min(online.shutdown_timeout_s, within_s)
+        owner.close_on_shutdown(online.stop)
 
 
 def show_fallback(owner: Owner, settings: Settings, catalog: Catalog | PathLike | None = None) -> None:
@@ -198,6 +233,11 @@ def start_metrics_endpoint(owner: Owner, registry: CollectorRegistry, settings: 
 
     owner.close_on_shutdown(stop)
     logger.info("otel-agent-eval: metrics on http://%s:%s/metrics", *owner.metrics_address)
+
+
+def _flag_of(value: Any) -> bool:
+    """A boolean argument as the variables read one (`"false"` is False), checked already."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1", "yes", "on")
 
 
 def _load_or_fallback(path: PathLike | None) -> Catalog:

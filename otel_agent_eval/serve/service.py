@@ -29,7 +29,7 @@ from ..core.noise import pipeline_keys
 from ..metrics.endpoint import host_port
 from ..otel.otlp_metrics import OtlpMetricsLink
 from ..otel.reload import reload_catalog
-from ..otel.wiring import attach, build_pipeline, resolve
+from ..otel.wiring import attach, build_pipeline, resolve, stop_judging_on_shutdown
 from .ack import DEFAULT_ACK, DEFAULT_ACK_TIMEOUT_S, FORWARDED, ForwardedAck
 from .auth import BearerToken
 from .durable import DurableLog
@@ -248,6 +248,7 @@ class Service(Listening):
                                      lambda: len(self.forwarder) if self.forwarder is not None else 0),
         }
         super().__init__()
+        stop_judging_on_shutdown(self, config.drain_timeout_s / 2)  # after the intake closed the open runs
         attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
 
     def reload_catalog(self, catalog: PathLike | None = None) -> bool:
