@@ -254,6 +254,21 @@ class PrometheusServer:
 # -- a live workload: the product's demo, served on /metrics ------------------------------
 
 
+class ScriptedJudge:
+    """A tool-selection judge of the `judge.result.Judge` protocol that answers at once, without a model: the live
+    workload's judge metrics (scores, outcomes, tokens, cost, latency) come from the product's own online judge
+    around it. deepeval's real judge is tested against a scripted server in tests/test_judge_*.py."""
+
+    def judge(self, request: Any) -> Any:
+        from otel_agent_eval.judge.result import JudgeResult
+
+        score = 0.9 if len(request.tools_called) <= 2 else 0.7
+        return JudgeResult(score=score, reason="scripted", part="judge", success=score >= 0.5, threshold=0.5,
+                           judge_model="scripted-judge", metric="ToolCorrectnessMetric", metric_version="test",
+                           prompt_version="scripted", sample_rate=0.2, input_tokens=900, output_tokens=60,
+                           cost_usd=0.0002, latency_s=0.0)
+
+
 class LiveWorkload:
     """The demo's simulated agents (`otel_agent_eval.tools.demo.run_workload`) in a background
     thread at about `runs_per_s`, scored by a real `AgentEvalSpanProcessor` whose registry
@@ -273,7 +288,9 @@ class LiveWorkload:
         from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 
         self.registry = CollectorRegistry()
-        self.processor = AgentEvalSpanProcessor(registry=self.registry)
+        # the online judge on a sample of runs, so that its rules and panels have series to read
+        self.processor = AgentEvalSpanProcessor(registry=self.registry, judge=ScriptedJudge(), judge_sample_rate=0.2,
+                                                judge_max_per_minute=100_000, judge_max_usd_per_hour=1_000.0)
         self._provider = TracerProvider(shutdown_on_exit=False)
         self._provider.add_span_processor(self.processor)
         self.suboptimal_share = suboptimal_share
@@ -369,10 +386,14 @@ def exposed_metric_names() -> set[str]:
 
     from otel_agent_eval.tools.demo import run_workload
     from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
+    from otel_agent_eval.serve.durable import WalTotals
     from otel_agent_eval.serve.self_metrics import ServeMetrics
 
     registry = CollectorRegistry()
     ServeMetrics(registry=registry)  # serve's own families, beside the processor's
+    wal = WalTotals()  # and those of serve --wal-dir's write-ahead log
+    wal.update(0, {})
+    registry.register(wal)
     processor = AgentEvalSpanProcessor(registry=registry)
     processor.metrics.start_judging()  # the judge's families, as a processor with a judge on exposes them
     run_workload(processor, runs=200, suboptimal_share=0.3, seed=3)

@@ -211,6 +211,11 @@ RULE_CHECKS: dict[str, Callable[[Samples, Stack], None]] = {
     "tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1h": all_of(in_range(0, 1), some_positive),
     # like the offset1d rule above: its window covers the first seconds of data
     "tool_agent:agent_eval_tool_context_cost_per_call_usd:rate1d_offset1h": in_range(0, 1),
+    "agent_eval:judge_score:min": equals(0.6),
+    "agent_eval:judge_judgements:min": equals(10.0),
+    "agent_task:agent_eval_judge_score:mean_rate1h": all_of(in_range(0.5, 1), several_agents),
+    "agent_task:agent_eval_judge_score:count_1h": all_of(in_range(0, 1e6), some_positive),
+    "instance:agent_eval_judgements:failed_ratio_rate30m": in_range(0, 0),
 }
 
 

@@ -470,6 +470,62 @@ def true_cost() -> list[Panel]:
     ]
 
 
+def llm_judge() -> list[Panel]:
+    """The tool-selection judge (docs/judge.md): deepeval's ToolCorrectnessMetric with an LLM, on a sample of runs."""
+    agent = 'job=~"$job", gen_ai_agent_name=~"$agent"'
+    return [
+        timeseries(
+            "Judged tool selection by agent and task",
+            ("Mean judged tool-correctness score (0-1) of the runs judged in the last hour, per agent and task, with "
+             "the alert's lowest acceptable mean (dashed). A sample: see the runs judged beside it."),
+            "percentunit",
+            series(f"agent_task:agent_eval_judge_score:mean_rate1h{{{agent}}}", "{{gen_ai_agent_name}} / {{task}}"),
+            series("agent_eval:judge_score:min", "alert threshold"),
+            max=1, dashed={"B": "red"},
+        ),
+        timeseries(
+            "Runs judged per hour",
+            "Runs the judge scored over the last hour, per agent and task: how much the score beside it rests on.",
+            "short",
+            series(f"agent_task:agent_eval_judge_score:count_1h{{{agent}}}", "{{gen_ai_agent_name}} / {{task}}"),
+        ),
+        timeseries(
+            "Judgements by outcome",
+            ("Completed runs per second by what the judge did with them: judged, sampled_out, over_budget, dropped "
+             "(queue full), failed, timed_out."),
+            "ops",
+            series('sum by (outcome) (rate(agent_eval_judgements_total{job=~"$job"}[$__rate_interval]))', "{{outcome}}"),
+            width=8, stacked=True,
+        ),
+        timeseries(
+            "Judge spend per hour",
+            "USD per hour of judge tokens, priced like every other LLM call.",
+            "currencyUSD",
+            series('3600 * sum(rate(agent_eval_judge_cost_usd_total{job=~"$job"}[$__rate_interval]))', "USD per hour"),
+            width=8, decimals=4,
+        ),
+        timeseries(
+            "Judge latency p50 / p95",
+            "Time one judgement took, answered or not.",
+            "s",
+            series('histogram_quantile(0.5, sum by (le) (rate(agent_eval_judge_duration_seconds_bucket{job=~"$job"}[$__rate_interval])))',
+                   "p50"),
+            series('histogram_quantile(0.95, sum by (le) (rate(agent_eval_judge_duration_seconds_bucket{job=~"$job"}[$__rate_interval])))',
+                   "p95"),
+            width=8,
+        ),
+        table(
+            "Judge model and prompt version",
+            ("Runs judged in the time range by judge model and deepeval prompt version: a change of score that comes "
+             "with a new row is a change of judge, not of agent."),
+            instant(f'sum by (judge_model, prompt_version) (increase(agent_eval_judge_score_count{{{agent}}}[$__range]))',
+                    table=True),
+            columns={"Value #A": ("runs judged", "short", 0)},
+            rename={"judge_model": "judge model", "prompt_version": "prompt version"}, sort_by="runs judged", width=24, height=6,
+        ),
+    ]
+
+
 def processor_health() -> list[Panel]:
     """Processor health."""
     return [
@@ -532,6 +588,7 @@ SECTIONS: list[tuple[str, Callable[[], list[Panel]]]] = [
     ("Latency", latency),
     ("Agent runs", agent_runs),
     ("True cost", true_cost),
+    ("LLM judge", llm_judge),
     ("Processor health", processor_health),
 ]
 
