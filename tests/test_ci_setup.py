@@ -60,6 +60,8 @@ def isolated_path(tmp_path: Path, present: tuple[str, ...], log: Path) -> str:
 
 def run_setup(repo: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {"PATH": path, "HOME": os.environ["HOME"], **env}
+    if "XDG_CACHE_HOME" in os.environ and "XDG_CACHE_HOME" not in env:  # where .ci/collector keeps the built Collector
+        environment["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
     return subprocess.run(["bash", str(repo / ".ci/setup")], env=environment, capture_output=True, text=True, timeout=120)
 
 
