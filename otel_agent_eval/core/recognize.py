@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanContext, StatusCode
 
 from . import conventions as c
 from .prices import provider_of, reported_cost
-from .token_usage import token_usage
+from .token_usage import token_counts
 from ..config.catalog import DEFAULT_IGNORE_TOOLS, AttributeMapping
 
 if TYPE_CHECKING:
@@ -398,8 +398,7 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
         messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
     elif _MODEL_CALL_MARKERS.isdisjoint(attrs):  # most spans carry none of them: one pass over their keys, in C
         return None
-    elif (get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM or get(c.TL_LLM_REQUEST_TYPE) in c.TL_LLM_REQUEST_TYPES
-          or (operation is None and get(c.GEN_AI_SYSTEM) == c.ADK_SYSTEM)):  # OpenLLMetry's client spans, ADK's call_llm
+    elif get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
         model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)
         messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
     elif get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
@@ -407,6 +406,9 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
             return None  # an LLM object's helper method (llama-index `_prepare_chat_with_tools`), no model call
         model = get(c.OI_LLM_MODEL_NAME)
         messages = get(c.OI_INPUT_VALUE), get(c.OI_FIRST_OUTPUT_MESSAGE)
+    elif get(c.TL_LLM_REQUEST_TYPE) in c.TL_LLM_REQUEST_TYPES or (operation is None and get(c.GEN_AI_SYSTEM) == c.ADK_SYSTEM):
+        model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)  # OpenLLMetry's client spans, ADK's call_llm
+        messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
     elif (operation_id := get(c.AI_OPERATION_ID)) is not None and _is_ai_model_call(operation_id):  # Vercel `doGenerate`
         model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL) or get(c.AI_MODEL_ID)
         messages = None, None
@@ -414,11 +416,11 @@ def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None
         return None
     if type(model) is not str:
         model = _as_text(model)
-    usage = token_usage(attrs)
+    tokens_in, cached, created, tokens_out, reasoning = token_counts(attrs)
     provider, cost = (provider_of(attrs), reported_cost(attrs)) if priced else (None, None)
     # LLMCall(...) without NamedTuple's Python-level __new__ (all twelve fields given)
-    return _new_tuple(LLMCall, (model or None, usage[0], usage[3], span_id, messages[0], messages[1], start_ns, usage[1],
-                                provider, cost, usage[2], usage[4]))
+    return _new_tuple(LLMCall, (model or None, tokens_in, tokens_out, span_id, messages[0], messages[1], start_ns, cached,
+                                provider, cost, created, reasoning))
 
 
 # The keys other than `gen_ai.operation.name` that can mark a span as a model call (the branches of `llm_call_of`).

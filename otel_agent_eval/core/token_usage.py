@@ -18,8 +18,8 @@ disjoint count, and the whole prompt is their sum. Likewise reasoning tokens are
 under google-adk's `gen_ai.usage.experimental.reasoning_tokens` (ADK before 2.3 wrote Gemini's candidate tokens,
 without the thoughts, as the output).
 
-This runs for every model-call span: the common span (input and output, no cache or reasoning figures) is read with
-a few dict look-ups and one pass over its keys in C.
+This runs for every model-call span (`token_counts`, a plain tuple): the common span (input and output, no cache or
+reasoning figures) is read with a few dict look-ups and one pass over its keys in C.
 """
 from __future__ import annotations
 
@@ -109,8 +109,10 @@ _NAMES_OF = {kind: tuple(entry.name for entry in TOKEN_NAMES if entry.kind == ki
 INPUT_NAMES, OUTPUT_NAMES = _NAMES_OF[INPUT], _NAMES_OF[OUTPUT]
 INPUT_TOKENS, OUTPUT_TOKENS = INPUT_NAMES[0], OUTPUT_NAMES[0]  # gen_ai.usage.input_tokens / output_tokens: the common span
 _OTHER_INPUT_NAMES, _OTHER_OUTPUT_NAMES = INPUT_NAMES[1:], OUTPUT_NAMES[1:]
-# Every name beyond the plain input and output counts: a span that carries none of them is read in the fast path.
+# The names that send a span to the detailed reading: cache and reasoning figures, and the Vercel AI SDK's uncached part.
+# A total alone does not (it only tells a disjoint count from an inclusive one, and matters only beside those).
 _DETAIL_NAMES = frozenset(entry.name for entry in TOKEN_NAMES if entry.kind not in (INPUT, OUTPUT))
+_TRIGGER_NAMES = frozenset(entry.name for entry in TOKEN_NAMES if entry.kind not in (INPUT, OUTPUT, TOTAL))
 _RANKED = {entry.name: (entry.kind, rank) for rank, entry in enumerate(TOKEN_NAMES)}  # name -> (kind, its place)
 _EXCLUDED_REASONING = frozenset(entry.name for entry in TOKEN_NAMES if entry.kind == REASONING and not entry.included)
 
@@ -125,61 +127,72 @@ class TokenUsage(NamedTuple):
     output_tokens: int
     reasoning_tokens: int  # of output_tokens
 
-    @property
-    def counted(self) -> bool:
-        """Whether the span carries a readable count at all."""
-        return bool(self.input_tokens or self.output_tokens)
-
 
 _new_tuple = tuple.__new__
-NO_TOKENS = _new_tuple(TokenUsage, (0, 0, 0, 0, 0))
 
 
 def token_usage(attrs: Mapping[str, Any]) -> TokenUsage:
     """The token counts these attributes carry, in one shape (zeros for what is missing or unreadable)."""
+    return _new_tuple(TokenUsage, token_counts(attrs))
+
+
+def token_counts(attrs: Mapping[str, Any]) -> tuple[int, int, int, int, int]:
+    """`token_usage` as a plain tuple (input, cached, created, output, reasoning): what `llm_call_of` reads for every
+    model-call span, without building the named tuple."""
     get = attrs.get
     tokens_in = get(INPUT_TOKENS)
     if tokens_in is None:
-        tokens_in = _first(get, _OTHER_INPUT_NAMES)
+        for name in _OTHER_INPUT_NAMES:  # (inline: a helper's call would cost more than these look-ups)
+            tokens_in = get(name)
+            if tokens_in is not None:
+                break
     tokens_out = get(OUTPUT_TOKENS)
     if tokens_out is None:
-        tokens_out = _first(get, _OTHER_OUTPUT_NAMES)
+        for name in _OTHER_OUTPUT_NAMES:
+            tokens_out = get(name)
+            if tokens_out is not None:
+                break
     tokens_in = tokens_in if type(tokens_in) is int and 0 < tokens_in <= MAX_TOKENS else tokens(tokens_in)
     tokens_out = tokens_out if type(tokens_out) is int and 0 < tokens_out <= MAX_TOKENS else tokens(tokens_out)
-    if _DETAIL_NAMES.isdisjoint(attrs):  # the common span: input and output alone
-        return _new_tuple(TokenUsage, (tokens_in, 0, 0, tokens_out, 0)) if tokens_in or tokens_out else NO_TOKENS
+    if _TRIGGER_NAMES.isdisjoint(attrs):  # the common span: input and output (and a total) alone
+        return (tokens_in, 0, 0, tokens_out, 0) if tokens_in or tokens_out else _NO_TOKENS
     return _detailed(attrs, tokens_in, tokens_out)
 
 
-def _detailed(attrs: Mapping[str, Any], tokens_in: int, tokens_out: int) -> TokenUsage:
-    """The counts of a span that also carries cache, reasoning or total figures."""
-    first: dict[str, str] = {}  # kind -> the name of that kind the span carries that comes first in the table
-    for name in _DETAIL_NAMES.intersection(attrs):
+_NO_TOKENS = (0, 0, 0, 0, 0)
+
+
+def _detailed(attrs: Mapping[str, Any], tokens_in: int, tokens_out: int) -> tuple[int, int, int, int, int]:
+    """The counts of a span that also carries cache or reasoning figures."""
+    cached = created = reasoning = total = uncached = 0
+    reasoning_name = None
+    ranks: dict[str, int] = {}  # kind -> the place in the table of the name read for it
+    for name in _DETAIL_NAMES.intersection(attrs):  # the few the span carries
         kind, rank = _RANKED[name]
-        held = first.get(kind)
-        if held is None or rank < _RANKED[held][1]:
-            first[kind] = name
-    get = attrs.get
-    cached, created = tokens(get(first.get(CACHE_READ))), tokens(get(first.get(CACHE_CREATION)))
-    reasoning_name = first.get(REASONING)
-    reasoning, total = tokens(get(reasoning_name)), tokens(get(first.get(TOTAL)))
-    if not tokens_in and UNCACHED_INPUT in first:
-        tokens_in = tokens(get(first[UNCACHED_INPUT])) + cached + created
+        if ranks.get(kind, rank) < rank:
+            continue  # a name of the same kind that comes first in the table was read
+        ranks[kind] = rank
+        value = attrs[name]
+        value = value if type(value) is int and 0 < value <= MAX_TOKENS else tokens(value)
+        if kind == CACHE_READ:
+            cached = value
+        elif kind == CACHE_CREATION:
+            created = value
+        elif kind == REASONING:
+            reasoning, reasoning_name = value, name
+        elif kind == TOTAL:
+            total = value
+        else:
+            uncached = value
+    if not tokens_in and uncached:
+        tokens_in = uncached + cached + created
     cache = cached + created
     if cache and (cache > tokens_in or total == tokens_in + cache + tokens_out):
         tokens_in += cache  # an input count without its cached parts (Anthropic's, Bedrock's): the prompt is their sum
     if reasoning and (reasoning_name in _EXCLUDED_REASONING or reasoning > tokens_out
                       or total == tokens_in + tokens_out + reasoning):
         tokens_out += reasoning  # an output count without the reasoning (Gemini's candidates)
-    return _new_tuple(TokenUsage, (min(tokens_in, MAX_TOKENS), cached, created, min(tokens_out, MAX_TOKENS), reasoning))
-
-
-def _first(get: Any, names: tuple[str, ...]) -> Any:
-    for name in names:
-        value = get(name)
-        if value is not None:
-            return value
-    return None
+    return min(tokens_in, MAX_TOKENS), cached, created, min(tokens_out, MAX_TOKENS), reasoning
 
 
 def tokens(value: Any) -> int:
