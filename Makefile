@@ -3,24 +3,27 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-pythons test-latest lock bench docs clean prometheus-check dashboard
+.PHONY: demo setup test test-pythons test-latest lock bench docs clean dashboard
 
 demo: $(VENV)/.installed
 	$(BIN)/otel-agent-eval demo
 
-# The operations-kit tests (tests/test_ops_*.py) run promtool and prometheus (Debian's
-# `prometheus` package): without them, stop at once with one line instead of a page of failures.
+# What the suite needs beyond Python (Prometheus, Chromium, Node.js and tests/node's packages, valgrind, the kit's
+# Collector; cargo is checked): .ci/setup installs what is missing, and does nothing (quickly) when all is there.
+setup:
+	@bash .ci/setup
+
 # The tests run on the versions locked in tests/constraints.txt, so an upstream release cannot turn
 # main red between two commits; `make test-latest` runs them on today's newest releases instead, to
 # find drift on purpose, and `make lock` re-resolves the lock at the newest releases.
-test: prometheus-check $(VENV)/.installed-test
+test: setup $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
 # The suite again on the other CPython versions the project supports, each in its own .venv-3.X with the same
 # lock, built native reader included: a C-API change between versions (3.13's inline values) breaks only there.
 # The interpreters are pyenv's (`pyenv latest 3.X`) or python3.X on PATH; one missing stops at once, naming it.
 OTHER_PYTHONS ?= 3.12 3.13
-test-pythons: prometheus-check
+test-pythons: setup
 	@set -e; for v in $(OTHER_PYTHONS); do \
 	  py=; if command -v pyenv >/dev/null && found=$$(pyenv latest $$v 2>/dev/null); then \
 	    py=$$(pyenv root)/versions/$$found/bin/python$$v; else py=$$(command -v python$$v || true); fi; \
@@ -30,7 +33,7 @@ test-pythons: prometheus-check
 	done
 
 LATEST ?= .venv-latest
-test-latest: prometheus-check
+test-latest: setup
 	rm -rf $(LATEST)
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/pip install --quiet --upgrade pip
@@ -45,11 +48,6 @@ lock:
 	$(LATEST)/bin/pip install --quiet -e '.[test]'
 	{ echo "# Test dependencies, locked: make lock writes this file from today's newest releases (python $$($(LATEST)/bin/python -c 'import platform; print(platform.python_version())'))."; \
 	  $(LATEST)/bin/pip freeze --exclude-editable; } > tests/constraints.txt
-
-PROMETHEUS_HINT := make test needs promtool and prometheus: sudo apt-get install --no-install-recommends prometheus (Debian/Ubuntu) or run .ci/run
-
-prometheus-check:
-	@$(if $(and $(shell command -v promtool),$(shell command -v prometheus)),:,$(error $(PROMETHEUS_HINT)))
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or anchor.
 docs: $(VENV)/.installed-test

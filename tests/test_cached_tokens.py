@@ -54,11 +54,12 @@ def test_without_a_cached_price_cached_tokens_cost_the_input_price():
 
 def test_odd_cache_figures_never_price_negative_or_guess():
     assert llm_call_of({**GENAI, "gen_ai.usage.cache_read.input_tokens": "many"}).cached_input_tokens == 0
-    more = llm_call_of({**GENAI, "gen_ai.usage.cache_read.input_tokens": 5000})  # more cached than input: input is at least that
-    assert (more.input_tokens, more.cached_input_tokens) == (5000, 5000)
+    # more cached than input: an input count without its cached part (Anthropic's), so the prompt is their sum
+    more = llm_call_of({**GENAI, "gen_ai.usage.cache_read.input_tokens": 5000})
+    assert (more.input_tokens, more.cached_input_tokens) == (6000, 5000)
     assert llm_call_of({k: v for k, v in GENAI.items() if "cache" not in k}).cached_input_tokens == 0
     cost, _ = _llm_cost(_catalog(cached_input_per_1k=0.25), {**GENAI, "gen_ai.usage.cache_read.input_tokens": 5000})
-    assert cost == pytest.approx(5.0 * 0.25 + 0.5 * 2.0)
+    assert cost == pytest.approx(1.0 * 1.0 + 5.0 * 0.25 + 0.5 * 2.0)
 
 
 def test_the_catalog_checks_the_cached_price():

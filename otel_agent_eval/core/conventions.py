@@ -1,9 +1,12 @@
 """Attribute names of the tracing conventions we read and write, in one place.
 
 Sources: OpenTelemetry GenAI semantic conventions, OpenInference, and OpenLLMetry
-(Traceloop). Every string literal naming a span attribute lives here.
+(Traceloop). Every string literal naming a span attribute lives here, but for the names of token
+counts: those are one table, `core.token_usage.TOKEN_NAMES` (the names below come from it).
 """
 from __future__ import annotations
+
+from . import token_usage as _t
 
 # OpenTelemetry GenAI semantic conventions
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
@@ -22,11 +25,11 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
-GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
-GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-GEN_AI_USAGE_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"  # older OpenLLMetry spelling
-GEN_AI_USAGE_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
-GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"  # included in input_tokens
+GEN_AI_USAGE_INPUT_TOKENS = _t.BY_NAME["gen_ai.usage.input_tokens"].name
+GEN_AI_USAGE_OUTPUT_TOKENS = _t.BY_NAME["gen_ai.usage.output_tokens"].name
+GEN_AI_USAGE_PROMPT_TOKENS = _t.BY_NAME["gen_ai.usage.prompt_tokens"].name  # older OpenLLMetry spelling
+GEN_AI_USAGE_COMPLETION_TOKENS = _t.BY_NAME["gen_ai.usage.completion_tokens"].name
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = _t.BY_NAME["gen_ai.usage.cache_read.input_tokens"].name  # included in input_tokens
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "call_llm"})  # call_llm: any-agent's
 GEN_AI_TOOL_ARGS = "gen_ai.tool.args"  # any-agent's spelling of the arguments (a JSON string)
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
@@ -59,10 +62,10 @@ OI_OUTPUT_VALUE = "output.value"
 OI_AGENT_NAME = "agent.name"
 OI_GRAPH_NODE_ID = "graph.node.id"  # CrewAI's AGENT span `<role>._execute_core` names its agent only here (the role)
 OI_LLM_MODEL_NAME = "llm.model_name"
-OI_LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
-OI_LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
-OI_LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
-OI_LLM_TOKEN_COUNT_CACHE_READ = "llm.token_count.prompt_details.cache_read"  # part of llm.token_count.prompt
+OI_LLM_TOKEN_COUNT_PROMPT = _t.BY_NAME["llm.token_count.prompt"].name
+OI_LLM_TOKEN_COUNT_COMPLETION = _t.BY_NAME["llm.token_count.completion"].name
+OI_LLM_TOKEN_COUNT_TOTAL = _t.BY_NAME["llm.token_count.total"].name
+OI_LLM_TOKEN_COUNT_CACHE_READ = _t.BY_NAME["llm.token_count.prompt_details.cache_read"].name  # part of llm.token_count.prompt
 OI_LLM_PROMPTS = "llm.prompts"
 OI_FIRST_INPUT_MESSAGE_ROLE = "llm.input_messages.0.message.role"
 OI_FIRST_OUTPUT_MESSAGE_ROLE = "llm.output_messages.0.message.role"
@@ -98,8 +101,8 @@ AI_RUN_OPERATIONS = frozenset({"ai.generateText", "ai.streamText", "ai.generateO
 AI_MODEL_CALL_SUFFIXES = (".doGenerate", ".doStream")  # one provider call; its parent repeats the summed usage
 AI_MODEL_ID = "ai.model.id"
 AI_RESPONSE_MODEL = "ai.response.model"
-AI_USAGE_INPUT_TOKENS = ("ai.usage.inputTokens", "ai.usage.promptTokens")  # ai 7 / ai <= 6 spelling
-AI_USAGE_OUTPUT_TOKENS = ("ai.usage.outputTokens", "ai.usage.completionTokens")
+AI_USAGE_INPUT_TOKENS = tuple(name for name in _t.INPUT_NAMES if name.startswith("ai."))  # ai 5+ / ai <= 4 spelling
+AI_USAGE_OUTPUT_TOKENS = tuple(name for name in _t.OUTPUT_NAMES if name.startswith("ai."))
 
 # OpenLLMetry (Traceloop)
 TRACELOOP_SPAN_KIND = "traceloop.span.kind"
@@ -110,7 +113,11 @@ TL_KIND_LLM = "llm"
 TRACELOOP_ENTITY_NAME = "traceloop.entity.name"
 TRACELOOP_ENTITY_INPUT = "traceloop.entity.input"
 TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
-TL_USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read_input_tokens"  # OpenLLMetry's spelling, part of the input tokens
+TL_USAGE_CACHE_READ_INPUT_TOKENS = _t.BY_NAME["gen_ai.usage.cache_read_input_tokens"].name  # OpenLLMetry <= 0.54
+# What OpenLLMetry's client instrumentations (openai, anthropic, ...) mark their model-call spans with (`openai.chat`):
+# no `gen_ai.operation.name` before 0.48, and no `traceloop.span.kind` (that marks the SDK's decorated functions).
+TL_LLM_REQUEST_TYPE = "llm.request.type"
+TL_LLM_REQUEST_TYPES = frozenset({"chat", "completion"})  # LLMRequestTypeValues; rerank and embedding are no model call
 
 # Span names that carry an agent's or workflow's name with a fixed suffix: smolagents names its
 # AGENT span `<agent name>.run`, llama-index its workflow root `<Workflow class>.run`.
@@ -137,6 +144,8 @@ GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
 GEN_AI_SYSTEM = "gen_ai.system"  # the older spelling of gen_ai.provider.name (Vercel AI SDK, OpenLLMetry, aws-sdk)
 OI_LLM_PROVIDER = "llm.provider"
 OI_LLM_SYSTEM = "llm.system"
+# google-adk's legacy `call_llm` span (trace_call_llm) names its system so and carries no operation name: a model call.
+ADK_SYSTEM = "gcp.vertex.agent"
 PROVIDER_KEYS = (GEN_AI_PROVIDER_NAME, GEN_AI_SYSTEM, OI_LLM_PROVIDER, OI_LLM_SYSTEM)
 # Proposed GenAI cost attributes (semantic-conventions-genai PR #443, open): an amount in the currency named beside it.
 GEN_AI_USAGE_COST_AMOUNT = "gen_ai.usage.cost.amount"

@@ -43,7 +43,8 @@ from .scoring import CallScore, Scorer
 logger = logging.getLogger(__name__)
 _ERROR, _UNSET = StatusCode.ERROR, StatusCode.UNSET
 
-KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID)
+KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID,
+             c.TL_LLM_REQUEST_TYPE)  # the last: OpenLLMetry's client spans (`openai.chat`), model calls of their own
 
 
 class Sink(Protocol):
@@ -202,7 +203,7 @@ class Pipeline:
         """Whether a span may matter by its own attributes (a kind key, or the custom tool-name key)."""
         custom = self.state.custom
         return (KIND_KEYS[0] in attrs or KIND_KEYS[1] in attrs or KIND_KEYS[2] in attrs or KIND_KEYS[3] in attrs
-                or (custom is not None and custom.tool_name[0] in attrs))
+                or KIND_KEYS[4] in attrs or (custom is not None and custom.tool_name[0] in attrs))
 
     # -- spans -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from opentelemetry.trace import SpanContext, StatusCode
 
 from . import conventions as c
 from .prices import provider_of, reported_cost
+from .token_usage import token_counts
 from ..config.catalog import DEFAULT_IGNORE_TOOLS, AttributeMapping
 
 if TYPE_CHECKING:
@@ -365,8 +366,8 @@ class LLMCall(NamedTuple):
     """One model call in a run: what it cost in tokens, and its messages (as recorded) for test cases."""
 
     model: str | None
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int  # the whole prompt, its cached parts included (core.token_usage)
+    output_tokens: int  # the whole completion, its reasoning included
     span_id: int = 0
     input_messages: Any = None  # GenAI `gen_ai.input.messages`, when recorded
     output_messages: Any = None
@@ -374,77 +375,62 @@ class LLMCall(NamedTuple):
     cached_input_tokens: int = 0  # of `input_tokens`, those served from the provider's cache (priced apart)
     provider: str | None = None  # as the span names it (core.prices.provider_of): narrows the price table's lookup
     reported_cost_usd: float | None = None  # the cost the span reports itself (core.prices.reported_cost)
+    cache_creation_input_tokens: int = 0  # of `input_tokens`, those written to the provider's cache
+    reasoning_tokens: int = 0  # of `output_tokens`, those spent reasoning
 
 
 def llm_call_of(attrs: Mapping[str, Any], span_id: int = 0, start_ns: int | None = None, priced: bool = False) -> LLMCall | None:
-    """The model and token usage if these attributes mark an LLM call (GenAI, OpenInference, OpenLLMetry).
+    """The model and token usage if these attributes mark a model call (GenAI, OpenInference, OpenLLMetry, Vercel AI
+    SDK, google-adk's legacy `call_llm`).
 
-    Cached input tokens (GenAI `gen_ai.usage.cache_read.input_tokens`, OpenLLMetry's
-    `gen_ai.usage.cache_read_input_tokens`, OpenInference's `llm.token_count.prompt_details.cache_read`)
-    are part of the input tokens, as all three conventions count them, and priced apart. `priced` also reads
-    the provider and the cost the span reports (`provider_of`, `reported_cost`): the whole call, built once.
+    The token counts are read under every name in `core.token_usage.TOKEN_NAMES`, whichever convention marks the
+    span: an OpenLLMetry 0.47 `openai.chat` span (`llm.request.type`) writes the older `gen_ai.usage.prompt_tokens`.
+    Cached input tokens are part of the input tokens, and priced apart. `priced` also reads the provider and the cost
+    the span reports (`provider_of`, `reported_cost`): the whole call, built once.
     """
     # Hot: once per span that is no tool call, so the common GenAI chat span is read without helper calls
     get = attrs.get
     operation = get(c.GEN_AI_OPERATION_NAME)
     if type(operation) is not str:
         operation = _as_text(operation)
-    if (operation is not None and operation in c.LLM_OPERATIONS) or get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+    if operation is not None and operation in c.LLM_OPERATIONS:
         model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)
-        tokens_in = get(c.GEN_AI_USAGE_INPUT_TOKENS)
-        if tokens_in is None:
-            tokens_in = get(c.GEN_AI_USAGE_PROMPT_TOKENS)
-        tokens_out = get(c.GEN_AI_USAGE_OUTPUT_TOKENS)
-        if tokens_out is None:
-            tokens_out = get(c.GEN_AI_USAGE_COMPLETION_TOKENS)
         messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
-        cached = get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
-        if cached is None:
-            cached = get(c.TL_USAGE_CACHE_READ_INPUT_TOKENS)
-    elif attrs.get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
+    elif _MODEL_CALL_MARKERS.isdisjoint(attrs):  # most spans carry none of them: one pass over their keys, in C
+        return None
+    elif get(c.TRACELOOP_SPAN_KIND) == c.TL_KIND_LLM:
+        model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)
+        messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
+    elif get(c.OPENINFERENCE_SPAN_KIND) == c.OI_KIND_LLM:
         if not any(key in attrs for key in c.OI_LLM_CALL_EVIDENCE):
             return None  # an LLM object's helper method (llama-index `_prepare_chat_with_tools`), no model call
-        model = attrs.get(c.OI_LLM_MODEL_NAME)
-        tokens_in, tokens_out = attrs.get(c.OI_LLM_TOKEN_COUNT_PROMPT), attrs.get(c.OI_LLM_TOKEN_COUNT_COMPLETION)
-        messages = attrs.get(c.OI_INPUT_VALUE), attrs.get(c.OI_FIRST_OUTPUT_MESSAGE)
-        cached = attrs.get(c.OI_LLM_TOKEN_COUNT_CACHE_READ)
+        model = get(c.OI_LLM_MODEL_NAME)
+        messages = get(c.OI_INPUT_VALUE), get(c.OI_FIRST_OUTPUT_MESSAGE)
+    elif get(c.TL_LLM_REQUEST_TYPE) in c.TL_LLM_REQUEST_TYPES or (operation is None and get(c.GEN_AI_SYSTEM) == c.ADK_SYSTEM):
+        model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL)  # OpenLLMetry's client spans, ADK's call_llm
+        messages = get(c.GEN_AI_INPUT_MESSAGES), get(c.GEN_AI_OUTPUT_MESSAGES)
     elif (operation_id := get(c.AI_OPERATION_ID)) is not None and _is_ai_model_call(operation_id):  # Vercel `doGenerate`
-        model = (attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
-                 or attrs.get(c.AI_MODEL_ID))
-        tokens_in = _first(attrs, (c.GEN_AI_USAGE_INPUT_TOKENS, *c.AI_USAGE_INPUT_TOKENS))
-        tokens_out = _first(attrs, (c.GEN_AI_USAGE_OUTPUT_TOKENS, *c.AI_USAGE_OUTPUT_TOKENS))
+        model = get(c.GEN_AI_RESPONSE_MODEL) or get(c.AI_RESPONSE_MODEL) or get(c.GEN_AI_REQUEST_MODEL) or get(c.AI_MODEL_ID)
         messages = None, None
-        cached = attrs.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
     else:
         return None
     if type(model) is not str:
         model = _as_text(model)
-    tokens_in = tokens_in if type(tokens_in) is int and 0 < tokens_in <= MAX_TOKENS else _tokens(tokens_in)
-    tokens_out = tokens_out if type(tokens_out) is int and 0 < tokens_out <= MAX_TOKENS else _tokens(tokens_out)
-    if cached is not None:
-        cached = _tokens(cached)  # the conventions count cache reads in the input tokens: a larger figure is one of them
-        if cached > tokens_in:
-            tokens_in = cached
+    tokens_in, cached, created, tokens_out, reasoning = token_counts(attrs)
     provider, cost = (provider_of(attrs), reported_cost(attrs)) if priced else (None, None)
-    # LLMCall(...) without NamedTuple's Python-level __new__ (all ten fields given)
-    return _new_tuple(LLMCall, (model or None, tokens_in, tokens_out, span_id, messages[0], messages[1], start_ns, cached or 0,
-                                provider, cost))
+    # LLMCall(...) without NamedTuple's Python-level __new__ (all twelve fields given)
+    return _new_tuple(LLMCall, (model or None, tokens_in, tokens_out, span_id, messages[0], messages[1], start_ns, cached,
+                                provider, cost, created, reasoning))
 
 
-MAX_TOKENS = 10**12  # more tokens than this in one call is not a count
+# The keys other than `gen_ai.operation.name` that can mark a span as a model call (the branches of `llm_call_of`).
+_MODEL_CALL_MARKERS = frozenset({c.TRACELOOP_SPAN_KIND, c.TL_LLM_REQUEST_TYPE, c.GEN_AI_SYSTEM, c.OPENINFERENCE_SPAN_KIND,
+                                 c.AI_OPERATION_ID})
 
 
 def _is_ai_model_call(operation: Any) -> bool:
     """Whether an `ai.operationId` is one provider call (`ai.generateText.doGenerate`, `ai.streamText.doStream`)."""
     return type(operation) is str and operation.startswith("ai.") and operation.endswith(c.AI_MODEL_CALL_SUFFIXES)
-
-
-def _tokens(value: Any) -> int:
-    try:
-        count = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return count if 0 < count <= MAX_TOKENS else 0
 
 
 def agent_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:

@@ -145,7 +145,7 @@ class _OpenRun:
 
 class _OpenTrace:
     __slots__ = ("agents", "root_run", "pending", "opened", "last", "closed_agents", "tool_parents", "llm_parents",
-                 "failed_children", "workflow_agent")
+                 "llm_tokenless", "failed_children", "workflow_agent")
 
     def __init__(self, opened: float) -> None:
         self.agents: list[_OpenRun] = []  # open agent runs, outermost first
@@ -157,6 +157,8 @@ class _OpenTrace:
         # at its end (no start hint) wraps those inside its time range
         self.tool_parents: dict[int, list[str]] = {}  # parent span id -> calls under it that are not under their agent
         self.llm_parents: set[int] = set()  # spans holding a model call counted with its tokens: not counted again
+        self.llm_tokenless: dict[int, tuple[_OpenRun, int]] = {}  # span id -> (run, index in run.llm) of a model call
+        # under it counted without tokens: the span, if it is the same call with tokens, fills them in
         self.failed_children: dict[int, str] = {}  # span id -> error type of a child span that ended with status ERROR
         self.workflow_agent: str | None = None  # the agent a workflow step named last (llama-index), outside agent spans
 
@@ -241,9 +243,11 @@ class RunTracker:
 
     def add_llm(self, trace_id: int, call: LLMCall, parent_id: int | None = None) -> bool:
         """Count a model call in its run; False when it is no new call: its span holds a model call already counted
-        with tokens (one call on nested spans: google-adk `call_llm` > `generate_content` > `openai.chat`; the usage
-        is counted once, at the innermost span that reports it). A call that ended after its root (`late`) is the
+        (one call on nested spans: google-adk `call_llm` > `generate_content` > `openai.chat`). The usage is counted
+        once, at the innermost span that carries readable counts: a call counted without tokens takes them from the
+        first span above it that has them (`_with_tokens_of`). A call that ended after its root (`late`) is the
         caller's: that run was evaluated, and a new one would hold it for the TTL."""
+        counted = bool(call.input_tokens or call.output_tokens)
         with self._lock:
             trace = self._trace(trace_id)
             if call.span_id in trace.llm_parents:
@@ -251,25 +255,44 @@ class RunTracker:
                 if parent_id is not None:
                     trace.llm_parents.add(parent_id)  # and the span above it, when that is the same call too
                 return False
+            held = trace.llm_tokenless.pop(call.span_id, None) if trace.llm_tokenless else None
+            if held is not None:  # a span below this one counted this call without tokens
+                run, index = held
+                if counted:
+                    run.llm[index] = _with_tokens_of(run.llm[index], call)
+                    if parent_id is not None:
+                        trace.llm_parents.add(parent_id)
+                elif parent_id is not None:
+                    trace.llm_tokenless[parent_id] = held
+                return False
             run = trace.innermost()
-            if len(run.llm) < self._max_calls:
+            index = len(run.llm)
+            if index < self._max_calls:
                 run.llm.append(call)
             else:
                 run.dropped += 1
-            if parent_id is not None and (call.input_tokens or call.output_tokens) and len(trace.llm_parents) < self._max_calls:
-                trace.llm_parents.add(parent_id)
+            if parent_id is not None:
+                if counted:
+                    if len(trace.llm_parents) < self._max_calls:
+                        trace.llm_parents.add(parent_id)
+                elif index < self._max_calls and len(trace.llm_tokenless) < self._max_calls:
+                    trace.llm_tokenless[parent_id] = (run, index)
             return True
 
     def llm_inside(self, trace_id: int, span_id: int, parent_id: int | None) -> None:
-        """A span that is no model call ended: if it holds one counted with tokens, so does its parent (a model call's
+        """A span that is no model call ended: if it holds one already counted, so does its parent (a model call's
         spans may nest through others: google-adk `call_llm` > `generate_content` > an instrumented client's span)."""
         trace = self._traces.get(trace_id)
-        if trace is None or span_id not in trace.llm_parents:  # lock-free: the common case
+        if trace is None or (span_id not in trace.llm_parents and span_id not in trace.llm_tokenless):  # lock-free
             return
         with self._lock:
-            trace.llm_parents.discard(span_id)
-            if parent_id is not None:
-                trace.llm_parents.add(parent_id)
+            if span_id in trace.llm_parents:
+                trace.llm_parents.discard(span_id)
+                if parent_id is not None:
+                    trace.llm_parents.add(parent_id)
+            held = trace.llm_tokenless.pop(span_id, None)
+            if held is not None and parent_id is not None:
+                trace.llm_tokenless[parent_id] = held
 
     def child_failed(self, trace_id: int, parent_id: int, error_type: str, start_ns: int | None) -> None:
         """A span ended with status ERROR under span `parent_id`: a tool span left UNSET above it failed (`child_error`)."""
@@ -520,3 +543,14 @@ def _finish(run: _OpenRun, span: ReadableSpan | None, facts: SpanFacts | None, k
         trace_id, run.span_id, run.name, agent, kind, run.start_ns, end_ns, status, error, run.calls, run.scores, run.llm,
         attrs, run.dropped, closed_by,
     )
+
+
+def _with_tokens_of(inner: LLMCall, outer: LLMCall) -> LLMCall:
+    """One model call seen on two nested spans: the tokens of the outer one (the inner span had none), the rest of the
+    inner one where it has it (its model and provider name the client's call more closely than a framework's span)."""
+    return outer._replace(
+        model=inner.model or outer.model, span_id=inner.span_id or outer.span_id,
+        input_messages=inner.input_messages if inner.input_messages is not None else outer.input_messages,
+        output_messages=inner.output_messages if inner.output_messages is not None else outer.output_messages,
+        start_ns=inner.start_ns if inner.start_ns is not None else outer.start_ns, provider=inner.provider or outer.provider,
+        reported_cost_usd=inner.reported_cost_usd if inner.reported_cost_usd is not None else outer.reported_cost_usd)
