@@ -49,12 +49,12 @@ class Receiving:
         self.keep_messages = False  # protobuf spans keep their messages, to be forwarded from them
         self.noise_keys: Callable[[], list[str] | None] | None = None  # with them: core.noise.pipeline_keys, for its
         # fast path (spans that cannot matter pass as their bytes, unbuilt)
+        self.ack: ForwardedAck | None = None  # answer only once the spans are forwarded (`ack.py`); None: on receipt
+        self.log: DurableLog | None = None  # write each request to the write-ahead log before admitting it (`durable.py`)
 
     def noise(self) -> list[str] | None:
         """The keys for the native reader's noise rule now, or None (every span built)."""
         return self.noise_keys() if self.noise_keys is not None and self.keep_messages else None
-        self.ack: ForwardedAck | None = None  # answer only once the spans are forwarded (`ack.py`); None: on receipt
-        self.log: DurableLog | None = None  # write each request to the write-ahead log before admitting it (`durable.py`)
 
     def take(self, transport: str, body: bytes, content_type: str, encoding: str = "identity") -> Answer:
         """Parse, count, reserve room for every span, and only then build the spans: a refused request costs
