@@ -108,9 +108,10 @@ def run_score(args: argparse.Namespace) -> int:
         data["coverage"]["draft_command"] = next_step
         print(json.dumps({**data, "gate": gate.to_dict()}, indent=2, allow_nan=False))
     else:
+        from .judge_table import judge_lines
         from .score_table import render_summary
 
-        print(render_summary(report, gate, next_step))
+        print(render_summary(report, gate, next_step, judge_lines(report.judge) if report.judge is not None else ()))
     if junit is not None:
         from .junit import junit_xml
 

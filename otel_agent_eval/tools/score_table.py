@@ -14,8 +14,9 @@ TOP_CHOICES = 10
 NO_AGENT, UNROUTED = "(no agent)", "(unrouted)"  # as the gate, JUnit and HTML name a group without an agent or task
 
 
-def render_summary(report: Report, gate: GateResult, next_step: str | None = None) -> str:
-    """The summary; `next_step` is the command that drafts what the catalog lacks (named under the tables)."""
+def render_summary(report: Report, gate: GateResult, next_step: str | None = None, judged: Sequence[str] = ()) -> str:
+    """The summary; `next_step` is the command that drafts what the catalog lacks (named under the tables), `judged`
+    the judge's lines (`judge_table.judge_lines`) above the gate."""
     inputs, t = report.inputs, report.thresholds
     skipped = inputs.spans_skipped + inputs.records_skipped
     notes = [f"{plural(skipped, 'unreadable record or span', 'unreadable records or spans')} skipped"] if skipped else []
@@ -64,10 +65,8 @@ def render_summary(report: Report, gate: GateResult, next_step: str | None = Non
         lines += ["", f"Coverage: {coverage_line(report)}"]
         if next_step:
             lines.append(f"Draft what it lacks: {next_step}")
-    if report.judge is not None:
-        from .judge_table import judge_lines
-
-        lines += [""] + judge_lines(report.judge)
+    if judged:
+        lines += ["", *judged]
     lines += ["", _gate_line(gate)]
     return "\n".join(lines)
 
