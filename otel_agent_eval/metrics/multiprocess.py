@@ -10,7 +10,7 @@ be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in gunic
 `child_exit`, as prometheus-client's docs say for every live gauge).
 
 Merged across processes: every counter and histogram (tool calls, cost, money wasted,
-excess latency, SLO violations, the duration and efficiency histograms, runs and their
+context tokens, cost and calls (what tool results cost later model calls), excess latency, SLO violations, the duration and efficiency histograms, runs and their
 histograms, the self-metrics). Not merged: the sliding-window quantiles of
 `agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
@@ -163,12 +163,25 @@ def _metric(spec: n.Spec) -> Any:
     return Counter(spec.name, spec.help, list(spec.labels), registry=None)
 
 
+_CONTEXT = frozenset(spec.name for spec in (n.TOOL_CONTEXT_TOKENS, n.TOOL_CONTEXT_COST, n.TOOL_CONTEXT_CALLS))
+
+
+def _measured_pairs(families: list[Any]) -> set[tuple[str, ...]]:
+    """The (tool, agent) pairs some of whose calls had their context cost measured (the in-process collector exposes
+    the context series of every pair, at 0 for the others)."""
+    return {tuple(sample.labels[name] for name in n.TOOL_CONTEXT_CALLS.labels)
+            for family in families if family.name == n.TOOL_CONTEXT_CALLS.name
+            for sample in family.samples if sample.name.endswith("_total") and sample.value}
+
+
 class MultiprocessMirror:
     """The same series as `EvalMetrics`, written through prometheus-client's file-backed values: on each update, or,
     after `buffer()`, nothing until `flush(metrics)` writes what `metrics` holds then."""
 
     def __init__(self) -> None:
         self.calls, self.cost, self.excess_cost = _metric(n.TOOL_CALLS), _metric(n.TOOL_COST), _metric(n.TOOL_EXCESS_COST)
+        self.context_tokens, self.context_cost = _metric(n.TOOL_CONTEXT_TOKENS), _metric(n.TOOL_CONTEXT_COST)
+        self.context_calls = _metric(n.TOOL_CONTEXT_CALLS)
         self.excess_latency, self.slo = _metric(n.TOOL_EXCESS_LATENCY), _metric(n.TOOL_SLO_VIOLATIONS)
         self.duration, self.scores = _metric(n.TOOL_DURATION), _metric(n.TOOL_EFFICIENCY)
         self.runs, self.run_duration, self.run_cost = _metric(n.RUNS), _metric(n.RUN_DURATION), _metric(n.RUN_COST)
@@ -199,8 +212,10 @@ class MultiprocessMirror:
         if not self.buffered:
             return
         written, by_name = self._written, self._by_name
+        families = list(metrics.families())
+        measured = _measured_pairs(families)
         with self._lock:
-            for family in metrics.families():
+            for family in families:
                 metric = by_name.get(family.name)
                 if metric is None:  # not summed across processes (quantiles, gauges, runs closed early)
                     continue
@@ -218,6 +233,8 @@ class MultiprocessMirror:
                 for sample in family.samples:
                     if sample.name.endswith("_total"):
                         values = tuple(sample.labels[name] for name in names)
+                        if family.name in _CONTEXT and values not in measured:
+                            continue  # as the unbuffered mirror: a pair's context series once a call of it was measured
                         key = (family.name, values)
                         if written.get(key) != sample.value:
                             (metric.labels(*values) if values else metric)._value.set(sample.value)
@@ -293,6 +310,18 @@ class MultiprocessMirror:
             inc(self.over_budget, labels, 1 if e.over_budget else 0)
             for source in e.llm_price_sources:
                 inc(self.llm_calls, (source,))
+
+    def record_context(self, counted: list[tuple[tuple[str, str], int, float | None]]) -> None:
+        """What a run's tool calls' results cost its later model calls: per call, the (tool, agent) labels the
+        in-process collector counted it on, its induced tokens and their USD (None: unpriced)."""
+        if self.buffered:
+            return
+        inc = self._inc
+        with self._lock:
+            for labels, tokens, usd in counted:
+                inc(self.context_tokens, labels, tokens)
+                inc(self.context_cost, labels, usd or 0.0)  # the series exists, as in the collector, when unpriced
+                inc(self.context_calls, labels)
 
     def count(self, name: str, n: int) -> None:
         counter = self.self_counters.get(name)
