@@ -10,9 +10,9 @@ be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in gunic
 `child_exit`, as prometheus-client's docs say for every live gauge).
 
 Merged across processes: every counter and histogram (tool calls, cost, money wasted,
-context tokens, cost and calls (what tool results cost later model calls), excess latency, SLO violations, the duration and efficiency histograms, runs and their
-histograms, the self-metrics). Not merged: the sliding-window quantiles of
-`agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
+context tokens, cost and calls (what tool results cost later model calls), excess latency,
+SLO violations, the duration and efficiency histograms, runs and their histograms, the self-metrics).
+Not merged: the sliding-window quantiles of `agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
 Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators (each update
 takes a lock and writes the file). After `buffer()` nothing is written on an update: `flush(metrics)` writes
@@ -163,15 +163,9 @@ def _metric(spec: n.Spec) -> Any:
     return Counter(spec.name, spec.help, list(spec.labels), registry=None)
 
 
+# The in-process collector exposes the context series of every (tool, agent) pair, at 0 until one of its calls was
+# measured; the mirror writes one once it counted something, buffered or not (the summed files hold no zeros).
 _CONTEXT = frozenset(spec.name for spec in (n.TOOL_CONTEXT_TOKENS, n.TOOL_CONTEXT_COST, n.TOOL_CONTEXT_CALLS))
-
-
-def _measured_pairs(families: list[Any]) -> set[tuple[str, ...]]:
-    """The (tool, agent) pairs some of whose calls had their context cost measured (the in-process collector exposes
-    the context series of every pair, at 0 for the others)."""
-    return {tuple(sample.labels[name] for name in n.TOOL_CONTEXT_CALLS.labels)
-            for family in families if family.name == n.TOOL_CONTEXT_CALLS.name
-            for sample in family.samples if sample.name.endswith("_total") and sample.value}
 
 
 class MultiprocessMirror:
@@ -212,10 +206,8 @@ class MultiprocessMirror:
         if not self.buffered:
             return
         written, by_name = self._written, self._by_name
-        families = list(metrics.families())
-        measured = _measured_pairs(families)
         with self._lock:
-            for family in families:
+            for family in metrics.families():
                 metric = by_name.get(family.name)
                 if metric is None:  # not summed across processes (quantiles, gauges, runs closed early)
                     continue
@@ -233,9 +225,9 @@ class MultiprocessMirror:
                 for sample in family.samples:
                     if sample.name.endswith("_total"):
                         values = tuple(sample.labels[name] for name in names)
-                        if family.name in _CONTEXT and values not in measured:
-                            continue  # as the unbuffered mirror: a pair's context series once a call of it was measured
                         key = (family.name, values)
+                        if not sample.value and family.name in _CONTEXT and key not in written:
+                            continue  # as the unbuffered mirror: a context series once it counted something
                         if written.get(key) != sample.value:
                             (metric.labels(*values) if values else metric)._value.set(sample.value)
                             written[key] = sample.value
@@ -319,8 +311,10 @@ class MultiprocessMirror:
         inc = self._inc
         with self._lock:
             for labels, tokens, usd in counted:
-                inc(self.context_tokens, labels, tokens)
-                inc(self.context_cost, labels, usd or 0.0)  # the series exists, as in the collector, when unpriced
+                if tokens:
+                    inc(self.context_tokens, labels, tokens)
+                if usd:
+                    inc(self.context_cost, labels, usd)
                 inc(self.context_calls, labels)
 
     def count(self, name: str, n: int) -> None:
