@@ -72,22 +72,26 @@ def context_evaluations(run: Any) -> list[dict[str, Any]]:
     if len(paid) > MAX_CALL_EVALUATIONS:
         paid = sorted(sorted(paid, key=lambda i: -context.calls[i].tokens)[:MAX_CALL_EVALUATIONS])
     out = []
-    calls, scores = run.tool_calls, run.scores
+    calls, costs, scores, n_scores = run.tool_calls, context.calls, run.scores, len(run.scores)
     for i in paid:
-        record, cost = calls[i], context.calls[i]
-        price = scores[i].static.cost_usd if i < len(scores) else 0.0
-        added = (f"Its result added {cost.share:,} input tokens to each of {cost.held_by:,} later model calls"
-                 f"{' on ' + cost.model if cost.model else ''}: {cost.tokens:,} tokens")
-        if cost.usd is None:  # no score: a count of tokens is no price
-            out.append({c.GEN_AI_EVALUATION_NAME: TRUE_COST_EVALUATION, c.GEN_AI_EVALUATION_SCORE_LABEL: "unpriced",
-                        c.GEN_AI_EVALUATION_EXPLANATION: f"{added}, at no known price.", c.GEN_AI_TOOL_NAME: record.name,
-                        TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: cost.tokens})
+        record = calls[i]
+        tokens, usd, share, held_by, model = costs[i]
+        on = " on " + model if model else ""
+        if usd is None:  # no score: a count of tokens is no price
+            out.append({_NAME: TRUE_COST_EVALUATION, _LABEL: "unpriced",
+                        _EXPLANATION: f"Its result added {share:,} input tokens to each of {held_by:,} later model calls{on}: "
+                                      f"{tokens:,} tokens, at no known price.",
+                        _TOOL: record.name, TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: tokens})
             continue
-        true_cost = price + cost.usd
-        out.append({c.GEN_AI_EVALUATION_NAME: TRUE_COST_EVALUATION, c.GEN_AI_EVALUATION_SCORE_VALUE: true_cost,
-                    c.GEN_AI_EVALUATION_SCORE_LABEL: "measured",
-                    c.GEN_AI_EVALUATION_EXPLANATION: f"{added}, ${cost.usd:.6g}; true cost ${true_cost:.6g} = catalog price "
-                                                     f"${price:.6g} + that.",
-                    c.GEN_AI_TOOL_NAME: record.name, TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: cost.tokens,
-                    CONTEXT_COST_USD: cost.usd, TRUE_COST_USD: true_cost})
+        price = scores[i].static.cost_usd if i < n_scores else 0.0
+        true_cost = price + usd
+        out.append({_NAME: TRUE_COST_EVALUATION, _SCORE: true_cost, _LABEL: "measured",
+                    _EXPLANATION: f"Its result added {share:,} input tokens to each of {held_by:,} later model calls{on}: "
+                                  f"{tokens:,} tokens, ${usd:.6g}; true cost ${true_cost:.6g} = catalog price ${price:.6g} + that.",
+                    _TOOL: record.name, TOOL_CALL_SPAN_ID: f"{record.span_id:016x}", CONTEXT_TOKENS: tokens,
+                    CONTEXT_COST_USD: usd, TRUE_COST_USD: true_cost})
     return out
+
+
+_NAME, _SCORE, _LABEL = c.GEN_AI_EVALUATION_NAME, c.GEN_AI_EVALUATION_SCORE_VALUE, c.GEN_AI_EVALUATION_SCORE_LABEL
+_EXPLANATION, _TOOL = c.GEN_AI_EVALUATION_EXPLANATION, c.GEN_AI_TOOL_NAME

@@ -32,7 +32,6 @@ per run, done once when the run is evaluated.
 """
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -108,165 +107,176 @@ def split(total: int, weights: Sequence[int | None]) -> list[int]:
     n = len(weights)
     if n == 0:
         return []
-    if any(w is None for w in weights) or not sum(weights):  # type: ignore[arg-type]
-        weights = [1] * n
-    whole = sum(weights)  # type: ignore[arg-type]
+    if None in weights or not (whole := sum(weights)):  # type: ignore[arg-type]
+        weights, whole = [1] * n, n
     parts = [total * w // whole for w in weights]  # type: ignore[operator]
     left = total - sum(parts)
-    by_remainder = sorted(range(n), key=lambda i: (-(total * weights[i] % whole), i))  # type: ignore[operator]
-    for i in by_remainder[:left]:
-        parts[i] += 1
+    if left:  # the largest remainders get one more, ties in order
+        remainders = [-(total * w % whole) for w in weights]  # type: ignore[operator]
+        for i in sorted(range(n), key=remainders.__getitem__)[:left]:
+            parts[i] += 1
     return parts
 
 
 def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
                  rates: Callable[[Any], Rates | None]) -> ContextCost:
     """The context cost of a run's tool calls (`LLMCall`s and `ToolCallRecord`s of one conversation, any order);
-    `rates(call)` prices a model call's input tokens (None: unpriced)."""
+    `rates(call)` prices a model call's input tokens (None: unpriced).
+
+    One pass over each list after sorting them by start: the model calls that start inside a tool call, and the tool
+    calls that feed each model call of the chain, are found by walking the two sorted lists side by side."""
     for call in llm_calls:
         if call.input_tokens > 0:
             break
     else:  # no model call reports input tokens (or none at all)
         return unmeasured(len(tool_calls), len(llm_calls))
-    tool_start = [_start(record) for record in tool_calls]  # None: no time, fed no call
-    tools = sorted(range(len(tool_calls)), key=lambda i: _LAST if tool_start[i] is None else tool_start[i])  # stable: ties in order
-    llm_start = [call.start_ns if type(call.start_ns) is int else _LAST for call in llm_calls]
-    order = sorted(range(len(llm_calls)), key=llm_start.__getitem__)
-    inside = _inside_tools(tool_calls, tools)
+    n_tools = len(tool_calls)
+    tool_start: list[int | None] = []  # None: no time, fed no call
+    tool_key: list[int] = []
+    spans: list[tuple[int, int]] = []  # (start, end) of the tool calls with both times
+    for record in tool_calls:
+        start = record.start_ns
+        if type(start) is int:
+            tool_start.append(start)
+            tool_key.append(start)
+            if type(end := record.end_ns) is int:
+                spans.append((start, end))
+        elif type(end := getattr(record, "end_ns", None)) is int:
+            tool_start.append(end)
+            tool_key.append(end)
+        else:
+            tool_start.append(None)
+            tool_key.append(_LAST)
+    tools = sorted(range(n_tools), key=tool_key.__getitem__)  # stable: ties in order
+    if spans:
+        spans.sort()
+    llm_start = [start if type(start := call.start_ns) is int else _LAST for call in llm_calls]
     chain, starts, inner, without_usage = [], [], 0, 0
-    for i in order:
-        call = llm_calls[i]
-        if inside is not None and inside(llm_start[i]):
+    input_tokens = unattributed = 0  # all the calls' input; the input of those left out of the chain
+    n_spans, s, furthest = len(spans), 0, -1  # the tool calls started strictly before the call; the latest end among them
+    for i in sorted(range(len(llm_calls)), key=llm_start.__getitem__):
+        call, start = llm_calls[i], llm_start[i]
+        size = call.input_tokens
+        input_tokens += size
+        while s < n_spans and spans[s][0] < start:
+            if spans[s][1] > furthest:
+                furthest = spans[s][1]
+            s += 1
+        if s and furthest > start:  # a model call inside a tool call: the tool's own conversation
             inner += 1
-        elif call.input_tokens <= 0:
+            unattributed += size
+        elif size <= 0:
             without_usage += 1
+            unattributed += size
         else:
             chain.append(call)
-            starts.append(llm_start[i])
-    fed: list[list[int]] = [[] for _ in chain]  # per chained call: the tool calls whose results it got first
-    n_chain = len(chain)
-    for t in tools:
-        start = tool_start[t]
-        if start is None:
-            break  # the rest have no time either (sorted last)
-        at = bisect.bisect_left(starts, start)  # the first call starting at or after the tool (a tie: times cut to ms)
-        if at < n_chain:
-            fed[at].append(t)
+            starts.append(start)
 
-    shares = [0] * len(tool_calls)
-    first = [-1] * len(tool_calls)  # index in `chain` of the first call each tool fed
-    last = [-1] * len(tool_calls)
-    new_rate, old_rate, priced = [], [], []  # per chained call: USD per newly added token, per carried token
+    shares = [0] * n_tools
+    first = [-1] * n_tools  # index in `chain` of the first call each tool fed
+    last = [-1] * n_tools
+    new_rate: list[float] = []  # per chained call: USD per newly added token
+    old_sum, priced_sum = [0.0], [0]  # prefix sums over the chain: USD per carried token, priced calls
     active: list[int] = []
     held = 0
-    input_tokens = sum(call.input_tokens for call in llm_calls)
     input_usd = unattributed_usd = 0.0
-    unattributed = input_tokens - sum(call.input_tokens for call in chain)  # inner calls' input
     shrinks = unpriced = 0
-    previous = None
+    timed = [tool_start[t] for t in tools]  # the tool calls' starts in order; those without one (None) last
+    n_timed = n_tools - timed.count(None)
+    old_total, priced_total = 0.0, 0
+    prev_in = prev_out = -1  # the previous call's input and output tokens (-1: none yet)
+    p = 0  # the next tool call (in start order) that fed no call yet
     for k, call in enumerate(chain):
         size = call.input_tokens
-        if previous is None or size < previous.input_tokens:
-            if previous is not None:
+        if size < prev_in or prev_in < 0:
+            if prev_in >= 0:
                 shrinks += 1
             for t in active:
                 last[t] = k - 1
             active, held, added, old = [], 0, 0, 0
         else:
-            added = max(0, size - previous.input_tokens - previous.output_tokens)
-            old = previous.input_tokens
-        feeders = fed[k]
-        if feeders and added and old:  # tools that fed the first call or a shrunk one add nothing measurable
-            parts = [added] if len(feeders) == 1 else split(added, [result_size(tool_calls[t]) for t in feeders])
-            for t, part in zip(feeders, parts):
-                shares[t], first[t] = part, k
-                active.append(t)
-            held += added
+            added = size - prev_in - prev_out
+            if added < 0:
+                added = 0
+            old = prev_in
+        q, start = p, starts[k]  # it feeds the first call starting at or after it (a tie: times cut to ms)
+        while q < n_timed and timed[q] <= start:
+            q += 1
+        if q > p:
+            feeders = tools[p:q]
+            p = q
+            if added and old:  # tools that fed the first call or a shrunk one add nothing measurable
+                if len(feeders) == 1:
+                    t = feeders[0]
+                    shares[t], first[t] = added, k
+                    active.append(t)
+                else:
+                    for t, part in zip(feeders, split(added, [result_size(tool_calls[t]) for t in feeders])):
+                        shares[t], first[t] = part, k
+                        active.append(t)
+                held += added
+            else:
+                for t in feeders:
+                    first[t] = k
+                added = 0
         else:
-            for t in feeders:
-                shares[t], first[t] = 0, k
             added = 0
         new = size - old  # the prompt added since the previous call: after the part already there, so never cached
         rate = rates(call)
         if rate is None:
             unpriced += 1
             new_rate.append(0.0)
-            old_rate.append(0.0)
-            priced.append(0)
         else:
             fresh, cached_rate = rate
-            cached = min(call.cached_input_tokens, size)
-            cached_old, cached_new = min(cached, old), max(0, cached - old)
+            cached = call.cached_input_tokens
+            if cached:  # the oldest part of the prompt is the cached one
+                if cached > size:
+                    cached = size
+                cached_old = cached if cached < old else old
+                cached_new = cached - old if cached > old else 0
+            else:
+                cached_old = cached_new = 0
             old_usd = cached_old * cached_rate + (old - cached_old) * fresh
             new_usd = cached_new * cached_rate + (new - cached_new) * fresh
-            new_rate.append(new_usd / new if new else 0.0)
-            old_rate.append(old_usd / old if old else 0.0)
-            priced.append(1)
+            per_new = new_usd / new if new else 0.0
+            per_old = old_usd / old if old else 0.0
+            new_rate.append(per_new)
+            old_total += per_old
+            priced_total += 1
             call_usd = old_usd + new_usd
             input_usd += call_usd
-            unattributed_usd += call_usd - added * new_rate[k] - (held - added) * old_rate[k]
+            unattributed_usd += call_usd - added * per_new - (held - added) * per_old
+        old_sum.append(old_total)
+        priced_sum.append(priced_total)
         unattributed += size - held
-        previous = call
+        prev_in, prev_out = size, call.output_tokens
     for t in active:
         last[t] = len(chain) - 1
 
-    old_sum, priced_sum = [0.0], [0]  # prefix sums over the chain
-    for rate, p in zip(old_rate, priced):
-        old_sum.append(old_sum[-1] + rate)
-        priced_sum.append(priced_sum[-1] + p)
-    out: list[ToolContext] = [_NOTHING] * len(tool_calls)
+    out: list[ToolContext] = [_NOTHING] * n_tools
     attributed, attributed_usd = 0, 0.0
     for t in tools:  # summed in time order: the same figure to the last bit whatever order the spans came in
         k = first[t]
         if k < 0:  # fed no model call of the run (it ran after the last one): its result cost nothing
             continue
-        share, end = shares[t], last[t] if shares[t] else k
-        held_by = end - k + 1 if share else 0
-        tokens = share * held_by
-        usd = share * (new_rate[k] + old_sum[end + 1] - old_sum[k + 1]) if share else 0.0
-        any_priced = priced_sum[end + 1] - priced_sum[k] > 0
-        attributed += tokens
-        attributed_usd += usd
-        out[t] = _new_tuple(ToolContext, (tokens, usd if any_priced or not share else None, share, held_by, chain[k].model))
-    return ContextCost(True, input_tokens, attributed, unattributed, input_usd, attributed_usd, unattributed_usd,
-                       tuple(out), without_usage, inner, shrinks, unpriced)
+        share = shares[t]
+        if share:
+            end = last[t]
+            held_by = end - k + 1
+            tokens = share * held_by
+            usd = share * (new_rate[k] + old_sum[end + 1] - old_sum[k + 1])
+            attributed += tokens
+            attributed_usd += usd
+            out[t] = _new_tuple(ToolContext, (tokens, usd if priced_sum[end + 1] - priced_sum[k] > 0 else None, share,
+                                              held_by, chain[k].model))
+        else:  # it fed the first call, a shrunk one, or got no part of the split
+            out[t] = _new_tuple(ToolContext, (0, 0.0, 0, 0, chain[k].model))
+    return _new_tuple(ContextCost, (True, input_tokens, attributed, unattributed, input_usd, attributed_usd,
+                                    unattributed_usd, tuple(out), without_usage, inner, shrinks, unpriced))
 
 
 _LAST = 1 << 62  # a model call without a start time sorts after every other
 _new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__ (all fields given)
-
-
-def _start(record: Any) -> int | None:
-    start = record.start_ns
-    if type(start) is int:
-        return start
-    end = getattr(record, "end_ns", None)
-    return end if type(end) is int else None
-
-
-def _inside_tools(tool_calls: Sequence[Any], order: list[int]) -> Callable[[Any], bool] | None:
-    """Whether a time falls strictly inside one of the tool calls (a model call the tool made itself); None: no tool
-    call has both times."""
-    spans = [(tool_calls[t].start_ns, tool_calls[t].end_ns) for t in order
-             if type(tool_calls[t].start_ns) is int and type(tool_calls[t].end_ns) is int]
-    if not spans:
-        return None
-    starts = [s for s, _ in spans]
-    reach, furthest = [], -1  # the latest end among the tools started so far
-    for _, end in spans:
-        furthest = max(furthest, end)
-        reach.append(furthest)
-
-    def inside(start: Any) -> bool:
-        if type(start) is not int:
-            return False
-        at = bisect.bisect_left(starts, start)  # tools starting strictly before
-        if at == 0:
-            return False
-        # some earlier-starting tool still running: but only one that started strictly before and ends strictly after
-        return reach[at - 1] > start
-
-    return inside
 
 
 def input_rates(call: Any, catalog_price: Callable[[str | None], Any], table: Any) -> Rates | None:

@@ -329,16 +329,21 @@ class EvalMetrics:
             if run.calls_dropped:
                 self.counters["runs_calls_dropped"] += run.calls_dropped
             context = evaluation.context
+            counted = None
             if context is not None and context.measured and len(context.calls) == len(run.scores):
-                self._context_cost(run, context)
+                counted = self._context_cost(run, context, self.mirror is not None)
         if self.mirror is not None:
             self.mirror.record_run(run, key, redundant, spurious, loops, unpriced)
+            if counted:
+                self.mirror.record_context(counted)
 
-    def _context_cost(self, run: Any, context: Any) -> None:
+    def _context_cost(self, run: Any, context: Any, listed: bool = False) -> list[tuple[tuple[str, str], int, float | None]]:
         """Each call's context cost on the (tool, agent) series it was counted on (lock held), found by the call's key
         as `record` remembered it; a call whose labels were folded is added to the `_other_` pair. Nothing new is
-        labelled: no budget is charged."""
+        labelled: no budget is charged. `listed`: also returns what it added, per call, under the series' labels
+        (for the multiprocess mirror)."""
         known, series_of = self._known_calls, self._series
+        counted: list[tuple[tuple[str, str], int, float | None]] = []
         for record, score, cost in zip(run.tool_calls, run.scores, context.calls):
             if cost.tokens is None:
                 continue
@@ -351,6 +356,9 @@ class EvalMetrics:
             tally[2] += 1
             if cost.usd is not None:
                 tally[1] += cost.usd
+            if listed:
+                counted.append((series.labels, cost.tokens, cost.usd))
+        return counted
 
     def _place_run(self, agent: str | None, task: str) -> tuple[tuple[str, str], _RunSeries]:
         """The labels and series of a run with a new (agent, task) (lock held). Remembered only when found by the run's

@@ -10,9 +10,9 @@ be marked dead, `prometheus_client.multiprocess.mark_process_dead(pid)` in gunic
 `child_exit`, as prometheus-client's docs say for every live gauge).
 
 Merged across processes: every counter and histogram (tool calls, cost, money wasted,
-excess latency, SLO violations, the duration and efficiency histograms, runs and their
-histograms, the self-metrics). Not merged: the sliding-window quantiles of
-`agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
+context tokens, cost and calls (what tool results cost later model calls), excess latency,
+SLO violations, the duration and efficiency histograms, runs and their histograms, the self-metrics).
+Not merged: the sliding-window quantiles of `agent_eval_tool_latency_seconds` (a summary's quantiles cannot be added; use
 `histogram_quantile` over `gen_ai_execute_tool_duration_seconds`, whose buckets can).
 Mirroring costs about 1-2 µs per metric update on top of the in-process accumulators (each update
 takes a lock and writes the file). After `buffer()` nothing is written on an update: `flush(metrics)` writes
@@ -163,12 +163,19 @@ def _metric(spec: n.Spec) -> Any:
     return Counter(spec.name, spec.help, list(spec.labels), registry=None)
 
 
+# The in-process collector exposes the context series of every (tool, agent) pair, at 0 until one of its calls was
+# measured; the mirror writes one once it counted something, buffered or not (the summed files hold no zeros).
+_CONTEXT = frozenset(spec.name for spec in (n.TOOL_CONTEXT_TOKENS, n.TOOL_CONTEXT_COST, n.TOOL_CONTEXT_CALLS))
+
+
 class MultiprocessMirror:
     """The same series as `EvalMetrics`, written through prometheus-client's file-backed values: on each update, or,
     after `buffer()`, nothing until `flush(metrics)` writes what `metrics` holds then."""
 
     def __init__(self) -> None:
         self.calls, self.cost, self.excess_cost = _metric(n.TOOL_CALLS), _metric(n.TOOL_COST), _metric(n.TOOL_EXCESS_COST)
+        self.context_tokens, self.context_cost = _metric(n.TOOL_CONTEXT_TOKENS), _metric(n.TOOL_CONTEXT_COST)
+        self.context_calls = _metric(n.TOOL_CONTEXT_CALLS)
         self.excess_latency, self.slo = _metric(n.TOOL_EXCESS_LATENCY), _metric(n.TOOL_SLO_VIOLATIONS)
         self.duration, self.scores = _metric(n.TOOL_DURATION), _metric(n.TOOL_EFFICIENCY)
         self.runs, self.run_duration, self.run_cost = _metric(n.RUNS), _metric(n.RUN_DURATION), _metric(n.RUN_COST)
@@ -229,6 +236,8 @@ class MultiprocessMirror:
                     if sample.name.endswith("_total"):
                         values = tuple(sample.labels[name] for name in names)
                         key = (family.name, values)
+                        if not sample.value and family.name in _CONTEXT and key not in written:
+                            continue  # as the unbuffered mirror: a context series once it counted something
                         if written.get(key) != sample.value:
                             (metric.labels(*values) if values else metric)._value.set(sample.value)
                             written[key] = sample.value
@@ -303,6 +312,20 @@ class MultiprocessMirror:
             inc(self.over_budget, labels, 1 if e.over_budget else 0)
             for source in e.llm_price_sources:
                 inc(self.llm_calls, (source,))
+
+    def record_context(self, counted: list[tuple[tuple[str, str], int, float | None]]) -> None:
+        """What a run's tool calls' results cost its later model calls: per call, the (tool, agent) labels the
+        in-process collector counted it on, its induced tokens and their USD (None: unpriced)."""
+        if self.buffered:
+            return
+        inc = self._inc
+        with self._lock:
+            for labels, tokens, usd in counted:
+                if tokens:
+                    inc(self.context_tokens, labels, tokens)
+                if usd:
+                    inc(self.context_cost, labels, usd)
+                inc(self.context_calls, labels)
 
     def count(self, name: str, n: int) -> None:
         counter = self.self_counters.get(name)
