@@ -155,3 +155,7 @@ OI_LLM_COST_PROMPT = "llm.cost.prompt"
 OI_LLM_COST_COMPLETION = "llm.cost.completion"
 ANY_AGENT_INPUT_COST = "gen_ai.usage.input_cost"  # any-agent (mozilla-ai): USD of the input and of the output
 ANY_AGENT_OUTPUT_COST = "gen_ai.usage.output_cost"
+
+# The keys whose presence makes a span one the core recognises by kind (`Pipeline.is_typed`): the conventions' kind
+# keys and OpenLLMetry's client spans (`openai.chat`: `llm.request.type`), model calls of their own.
+KIND_KEYS = (GEN_AI_OPERATION_NAME, OPENINFERENCE_SPAN_KIND, TRACELOOP_SPAN_KIND, AI_OPERATION_ID, TL_LLM_REQUEST_TYPE)

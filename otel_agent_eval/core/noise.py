@@ -10,7 +10,8 @@ noise. `tests/test_noise.py` holds the outputs of both paths equal on generated 
 A span MAY MATTER, and takes the full path, when any of these holds (`may_matter`):
 
 1. it is *typed*: one of the kind keys (`gen_ai.operation.name`, `openinference.span.kind`, `traceloop.span.kind`,
-   `ai.operationId`) or the catalog's custom tool-name key is among its attributes (`Pipeline.is_typed`). That
+   `ai.operationId`, OpenLLMetry's `llm.request.type`) or the catalog's custom tool-name key is among its attributes
+   (`Pipeline.is_typed`), or it carries `gen_ai.system` (google-adk's legacy `call_llm` model calls have no kind key). That
    covers every tool call (`convention_of`), model call (`llm_call_of`), agent and workflow span
    (`agent_name_of`), llama-index's `setup_agent` CHAIN (`workflow_agent_of`), and Vercel AI's runs; none of
    them is recognised without a kind key;
@@ -64,7 +65,9 @@ __all__ = ["FAST_PATH", "RUN_NAME_PREFIXES", "Noise", "json_noise", "may_matter"
 
 FAST_PATH = os.environ.get("OTEL_AGENT_EVAL_NOISE_FAST_PATH", "1").strip() != "0"  # False: every span the full path
 RUN_NAME_PREFIXES = c.RUN_ROOT_SPAN_PREFIXES  # rule 4
-KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID)  # rule 1
+# rule 1: the core's kind keys (`Pipeline.is_typed`), and `gen_ai.system`, which marks google-adk's legacy `call_llm`
+# model calls (they carry no kind key: `llm_call_of` knows them by `gen_ai.system=gcp.vertex.agent`)
+KIND_KEYS = (*c.KIND_KEYS, c.GEN_AI_SYSTEM)
 _ERROR = StatusCode.ERROR
 _new_tuple = tuple.__new__
 

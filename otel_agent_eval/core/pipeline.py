@@ -43,8 +43,7 @@ from .scoring import CallScore, Scorer
 logger = logging.getLogger(__name__)
 _ERROR, _UNSET = StatusCode.ERROR, StatusCode.UNSET
 
-KIND_KEYS = (c.GEN_AI_OPERATION_NAME, c.OPENINFERENCE_SPAN_KIND, c.TRACELOOP_SPAN_KIND, c.AI_OPERATION_ID,
-             c.TL_LLM_REQUEST_TYPE)  # the last: OpenLLMetry's client spans (`openai.chat`), model calls of their own
+KIND_KEYS = c.KIND_KEYS
 
 
 class Sink(Protocol):

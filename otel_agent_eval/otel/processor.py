@@ -89,7 +89,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         # traces with spans handed off -> the ids of their spans that matter by core/noise.py's rule 5 (None: none yet)
         self._active: dict[int, set[int] | None] = {}
         self._active_limit = 4 * max_open_traces
-        self._kinds: tuple[Any, frozenset[str]] = (None, frozenset())  # (catalog state, the keys that make a span typed)
+        # (catalog state, the keys that make a span one that may matter (core/noise.py), those the core types by)
+        self._kinds: tuple[Any, frozenset[str], frozenset[str]] = (None, frozenset(), frozenset())
         self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
                                 tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
@@ -141,7 +142,7 @@ class AgentEvalSpanProcessor(SpanProcessor):
             if kinds[0] is not self.pipeline.state:
                 self._typed_keys()
                 kinds = self._kinds
-            if kinds[1].isdisjoint(attrs):  # untyped: only a run's name announces an agent (agent_at_start)
+            if kinds[2].isdisjoint(attrs):  # untyped for the core: only a run's name announces an agent (agent_at_start)
                 name = agent_at_start(attrs, name, False) if type(name) is str and name.startswith(RUN_NAME_PREFIXES) else None
             else:
                 name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
@@ -208,12 +209,13 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._forward([span])
 
     def _typed_keys(self) -> frozenset[str]:
-        """The attribute keys that make a span typed (`Pipeline.is_typed`: a kind key or the catalog's custom tool-name
-        key), for the catalog in force: read again after a reload."""
+        """The attribute keys that make a span one that may matter (`core.noise.typed_keys`), and beside them those
+        that make it typed for the core (`Pipeline.is_typed`), for the catalog in force: read again after a reload."""
         kinds, state = self._kinds, self.pipeline.state
         if kinds[0] is not state:
             custom = state.custom
-            kinds = self._kinds = (state, typed_keys(custom.tool_name[0] if custom is not None else None))
+            key = custom.tool_name[0] if custom is not None else None
+            kinds = self._kinds = (state, typed_keys(key), frozenset(c.KIND_KEYS + ((key,) if key else ())))
         return kinds[1]
 
     def drain(self) -> None:
