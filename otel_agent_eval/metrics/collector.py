@@ -586,9 +586,10 @@ class EvalMetrics:
                 scores.add_counts([tool, agent, profile, dimension], n.SCORE_BUCKETS, counts, score_sums[(profile, dimension)])
             excess_latency.add_metric([tool, agent], excess_latency_s)
             slo.add_metric([tool, agent], slo_violations)
-            context_tokens.add_metric([tool, agent], context[0])
-            context_cost.add_metric([tool, agent], context[1])
-            context_calls.add_metric([tool, agent], context[2])
+            # a context series once it counted something, as the multiprocess mode writes them (no zeros)
+            for counted, value in ((context_tokens, context[0]), (context_cost, context[1]), (context_calls, context[2])):
+                if value:
+                    counted.add_metric([tool, agent], value)
             labels = {n.TOOL: tool, n.AGENT: agent}
             for q, value in zip(n.QUANTILES, snap.quantiles):
                 latency.add_sample(n.TOOL_LATENCY.name, {**labels, "quantile": str(q)}, value)
