@@ -156,7 +156,10 @@ AGGREGATION_AFTER_PAREN = re.compile(r"^\s*(?:by|without)\s*\(([^()]*)\)")
 SELECTOR = re.compile(r"(?<![\w:])((?:agent_eval|gen_ai)_[a-z0-9_]*)(?=\s*[{\[)\s]|$)")
 #: Per-process by design: the service's and processor's own health (and catalog fallback), and sliding-window quantiles
 #: that cannot be added.
-PER_INSTANCE = ("agent_eval_processor_", "agent_eval_serve_", "agent_eval_tool_latency_seconds", "agent_eval_catalog_fallback")
+# per process by design: the processor's and serve's health, the sliding-window latency, the catalog in force, and the
+# online judge's outcomes (each process has its own judge worker, budget and endpoint connection)
+PER_INSTANCE = ("agent_eval_processor_", "agent_eval_serve_", "agent_eval_tool_latency_seconds", "agent_eval_catalog_fallback",
+                "agent_eval_judgements")
 
 
 def enclosing_aggregations(expr: str, position: int) -> Iterator[list[str]]:
