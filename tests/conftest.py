@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
+
+import pytest
 
 _DEEPEVAL_HOME = tempfile.mkdtemp(prefix="otel-agent-eval-deepeval-")
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
@@ -28,3 +31,14 @@ def pytest_collection_finish(session) -> None:
         import early
 
         early.start(session.items)
+
+
+def real_traces() -> Path:
+    """`../shared/real-traces/`: traces other projects recorded, read where they are (their SOURCES.md: never copied
+    into the project), found beside this checkout or a folder above it. A checkout without them cannot run the tests
+    that read them: those tests say so and are skipped, the rest of the suite runs."""
+    for parent in Path(__file__).resolve().parents:
+        found = parent / "shared" / "real-traces"
+        if found.is_dir():
+            return found
+    pytest.skip("../shared/real-traces/ (traces other projects recorded, read in place) is not beside this checkout")

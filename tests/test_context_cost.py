@@ -5,19 +5,16 @@ The examples are those of docs/true-cost.md; each figure there is asserted here 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otel_agent_eval.config.catalog import ModelPrice
 from otel_agent_eval.core.context_cost import ContextCost, context_cost, input_rates, result_size, split
+from conftest import real_traces
 from otel_agent_eval.core.prices import TABLE
 from otel_agent_eval.core.recognize import GENAI, VERCEL_AI, LLMCall, ToolCallRecord
 
-REAL_TRACES = Path(__file__).resolve().parents[2] / "shared" / "real-traces"
-if not REAL_TRACES.is_dir():  # a worktree under /work/wt/<name>: the shared folder is /work/shared
-    REAL_TRACES = Path(__file__).resolve().parents[3] / "shared" / "real-traces"
 MS = 1_000_000
 MISTRAL = "mistral/mistral-small-latest"
 HAIKU = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
@@ -220,7 +217,7 @@ def real_runs(*paths: str) -> list[Any]:
     from otel_agent_eval.offline.score import score_traces
 
     runs: list[Any] = []
-    score_traces([REAL_TRACES / p for p in paths], on_run=runs.append)
+    score_traces([real_traces() / p for p in paths], on_run=runs.append)
     return runs
 
 
@@ -267,7 +264,7 @@ def test_a_draft_of_the_vercel_set_writes_measured_costs_that_rank_tools_sharing
     from otel_agent_eval.offline.draft import observe_traces, render_draft
     from otel_agent_eval.offline.score import score_traces
 
-    traces = REAL_TRACES / "sideseat-vercel-ai"
+    traces = real_traces() / "sideseat-vercel-ai"
     text = render_draft(observe_traces([traces]))
     catalog_path = tmp_path / "vercel.yaml"
     catalog_path.write_text(text)
@@ -343,7 +340,7 @@ def test_the_html_report_charts_where_the_runs_input_tokens_came_from():
     from otel_agent_eval.offline.score import score_traces
     from otel_agent_eval.tools.html_report import render_html
 
-    report = score_traces([REAL_TRACES / "sideseat-vercel-ai"])
+    report = score_traces([real_traces() / "sideseat-vercel-ai"])
     assert report.input_tokens == report.context_tokens + report.unattributed_tokens
     assert report.context_tokens == sum(t.induced_tokens for t in report.tool_context) == 193_621
     assert report.unmeasured_runs == 1  # the error scenario's run: its one model call has no token counts
@@ -355,7 +352,7 @@ def test_the_html_report_charts_where_the_runs_input_tokens_came_from():
     assert cells[-1] == ("no tool (prompt, user, model&#x27;s own text)", f"{report.unattributed_tokens:,}")
     assert sum(int(n.replace(",", "")) for _, n in cells) == report.input_tokens
     assert "1 run without token counts left out" in figure
-    empty = render_html(score_traces([REAL_TRACES / "sideseat-crewai"]))
+    empty = render_html(score_traces([real_traces() / "sideseat-crewai"]))
     assert "where its input came from is unmeasured" in empty
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import real_traces
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -32,8 +33,7 @@ FENCE = re.compile(r"^(?P<fence>```+)(?P<lang>\S*)")
 LANGUAGES = {"python": {"python"}, "pytest": {"python"}, "catalog": {"yaml"}, "console": {"console", "bash"}}
 TIMEOUT_S = 300
 # Real traces others recorded (../shared/real-traces/SOURCES.md): docs/first-catalog.md's walkthrough of measured costs
-# scores the Vercel AI SDK set, linked (never copied) into each block's directory as `vercel-traces/`
-REAL_TRACES = next((p / "shared" / "real-traces" for p in ROOT.parents if (p / "shared" / "real-traces").is_dir()), None)
+# scores the Vercel AI SDK set, linked (never copied) into the block's directory as `vercel-traces/`
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,8 @@ def run_in(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where for block in BLOCKS])
 def test_marked_block_runs(block: Block, tmp_path: Path):
     shutil.copy(ROOT / "examples" / "catalog.yaml", tmp_path / "catalog.yaml")
-    if REAL_TRACES is not None:
-        (tmp_path / "vercel-traces").symlink_to(REAL_TRACES / "sideseat-vercel-ai")
+    if "vercel-traces" in block.code:
+        (tmp_path / "vercel-traces").symlink_to(real_traces() / "sideseat-vercel-ai")
     if block.kind == "python":
         (tmp_path / "block.py").write_text(block.code)
         results = [run_in(tmp_path, [sys.executable, "block.py"])]
