@@ -164,7 +164,10 @@ def test_an_unbuilt_collector_without_go_says_so(repo, tmp_path):
 
 
 def test_make_test_runs_setup_before_the_suite_and_ci_adds_only_docs_and_pythons():
-    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout.splitlines()
+    # run by `make test` itself, make's MAKEFLAGS and MAKELEVEL would make this one a sub-make that names its directory
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env=env).stdout.splitlines()
     assert dry[0] == "bash .ci/setup" and dry[-1].endswith("-m pytest"), dry
     ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith("#")]
     assert [line.split("#")[0].strip() for line in ci[2:]] == ["make setup", "make docs", "make test", "make test-pythons"]

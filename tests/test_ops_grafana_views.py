@@ -160,13 +160,16 @@ def test_the_tools_view_shows_our_tool_calls(views):
         for tool, calls in by_tool(view[name]).items():
             assert calls == pytest.approx(ours[tool], rel=0.15, abs=3), (name, tool)
     assert one(view["totalErrors"]) == pytest.approx(sum(our_errors.values()), rel=0.15, abs=3)
-    for name in ("toolErrors", "breakdownErrors"):
-        assert by_tool(view[name]).keys() == our_errors.keys(), name
+    for name in ("toolErrors", "breakdownErrors"):  # a tool with a few errors may sit on the window's edge in one of them
+        got = by_tool(view[name])
+        assert not {t for t in got.keys() ^ our_errors.keys() if max(got.get(t, 0), our_errors.get(t, 0)) > 3}, (name, got, our_errors)
     share = 100 * sum(our_errors.values()) / sum(ours.values())
     assert one(view["totalErrorRate"]) == pytest.approx(share, rel=0.25)
     assert 0 < one(view["errorRateOverTime"]) < 20  # the demo fails 3 % of calls
     rates = {t: v for t, v in by_tool(view["toolErrorRates"]).items() if is_finite(v)}
-    assert rates.keys() == our_errors.keys() and all(0 <= v <= 100 for v in rates.values()), rates  # a tool that never failed has no errors series
+    # a tool that never failed has no errors series (one with a few may sit on the window's edge, as above)
+    assert not {t for t in rates.keys() ^ our_errors.keys() if our_errors.get(t, 0) > 3}, (rates, our_errors)
+    assert all(0 <= v <= 100 for v in rates.values()), rates
     assert {s["metric"]["error_type"] for s in view["errorsByCode"]} <= set(ERROR_TYPES) and view["errorsByCode"]
 
     # Latency: the copy's buckets are a factor of 2 apart, so its p95 stays within that of our fine p95.
