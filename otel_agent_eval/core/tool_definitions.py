@@ -21,7 +21,7 @@ from typing import Any
 
 from . import conventions as c
 
-__all__ = ["MAX_DEFINITION_CHARS", "ToolDefinition", "read_definitions"]
+__all__ = ["MAX_DEFINITION_CHARS", "ToolDefinition", "declared", "definitions_in", "read_definitions"]
 
 MAX_DEFINITION_CHARS = 1_000_000  # a definitions attribute longer than this is not read
 GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
@@ -54,7 +54,7 @@ def read_definitions(attrs: Mapping[str, Any], out: dict[str, ToolDefinition]) -
     for key in (GEN_AI_TOOL_DEFINITIONS, VERCEL_PROMPT_TOOLS):
         value = attrs.get(key)
         if value is not None:
-            for definition in _definitions(value):
+            for definition in definitions_in(value):
                 _remember_definition(out, definition)
     names = attrs.get(GEN_AI_AGENT_TOOLS)
     if names is not None:
@@ -66,11 +66,11 @@ def read_definitions(attrs: Mapping[str, Any], out: dict[str, ToolDefinition]) -
                 if isinstance(attrs[key], str) and attrs[key]:
                     _remember(out, attrs[key], "", None)
                 continue
-            for definition in _definitions(attrs[key]):
+            for definition in definitions_in(attrs[key]):
                 _remember_definition(out, definition)
 
 
-def _definitions(value: Any) -> list[Mapping[str, Any]]:
+def definitions_in(value: Any) -> list[Mapping[str, Any]]:
     """Tool definitions from an attribute: a JSON list of them, one of them, or a list of JSON strings (Vercel)."""
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     found: list[Mapping[str, Any]] = []
@@ -102,19 +102,26 @@ def _names(value: Any) -> list[str]:
     return [item for item in value if isinstance(item, str) and item]
 
 
-def _remember_definition(out: dict[str, ToolDefinition], definition: Mapping[str, Any]) -> None:
+def declared(definition: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any] | None] | None:
+    """A definition's tool name, description ("" when none) and input schema (None when none), or None without a name."""
     inner = definition.get("function")  # OpenAI's {"type": "function", "function": {...}}
     if isinstance(inner, Mapping):
         definition = inner
     name = definition.get("name")
     if not isinstance(name, str) or not name:
-        return
+        return None
     description = definition.get("description")
     schema = next((definition[k] for k in ("parameters", "inputSchema", "input_schema")
                    if isinstance(definition.get(k), Mapping)), None)
     if isinstance(schema, Mapping) and isinstance(schema.get("jsonSchema"), Mapping):
         schema = schema["jsonSchema"]  # the AI SDK's wrapped schema
-    _remember(out, name, description if isinstance(description, str) else "", schema)
+    return name, description if isinstance(description, str) else "", schema
+
+
+def _remember_definition(out: dict[str, ToolDefinition], definition: Mapping[str, Any]) -> None:
+    found = declared(definition)
+    if found is not None:
+        _remember(out, *found)
 
 
 def _remember(out: dict[str, ToolDefinition], name: str, description: str, schema: Mapping[str, Any] | None) -> None:

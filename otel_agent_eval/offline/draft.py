@@ -35,6 +35,8 @@ from ..core import conventions as c
 from ..core.recognize import ToolCallRecord, attribute_dict, convention_of
 from ..core.runs import AgentRun
 from ..core.scoring import UNKNOWN_OVERFLOW, CallScore
+from ..core.tool_definitions import (GEN_AI_TOOL_DEFINITIONS, GEN_AI_TOOL_DESCRIPTION, OI_TOOL_DESCRIPTION,
+                                     VERCEL_PROMPT_TOOLS, declared, definitions_in)
 from .recorded import FileProblem, PathArg
 from .report import OTHER, Report, ToolContextCost, commented_models
 from .score import score_traces
@@ -46,14 +48,10 @@ COST_ONLY_PROFILE = "cost_only"
 COST_ONLY = {"cost_weight": 1.0, "latency_weight": 0.0}
 MAX_MODELS = 1_000  # distinct model names drafted; a flood of names cannot grow the draft without bound
 MAX_DESCRIPTION_CHARS = 500
-MAX_DEFINITION_CHARS = 1_000_000  # a tool definitions attribute longer than this is not read
 # Where spans declare tools (beyond the tool span's own OpenInference `tool.parameters` / strands
 # `gen_ai.tool.json_schema`, which the recognised call already reads): GenAI's definitions on the
-# model call, the Vercel AI SDK's prompt tools, OpenInference's flattened `llm.tools.N.tool.json_schema`.
-GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
-GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
-OI_TOOL_DESCRIPTION = "tool.description"
-VERCEL_PROMPT_TOOLS = "ai.prompt.tools"
+# model call, the Vercel AI SDK's prompt tools, OpenInference's flattened `llm.tools.N.tool.json_schema`; parsed as
+# `core.tool_definitions` parses them for the judge (which also reads agents' tool-name lists).
 _OI_LLM_TOOL = re.compile(r"llm\.tools\.\d+\.tool\.json_schema\Z")
 
 
@@ -234,44 +232,18 @@ def _read_definitions(attrs: Mapping[str, Any], out: dict[str, tuple[str, Mappin
     for key in (GEN_AI_TOOL_DEFINITIONS, VERCEL_PROMPT_TOOLS):
         value = attrs.get(key)
         if value is not None:
-            for definition in _definitions(value):
+            for definition in definitions_in(value):
                 _remember_definition(out, definition)
     if any(_OI_LLM_TOOL.match(k) for k in attrs):
         for key in sorted(k for k in attrs if _OI_LLM_TOOL.match(k)):
-            for definition in _definitions(attrs[key]):
+            for definition in definitions_in(attrs[key]):
                 _remember_definition(out, definition)
 
 
-def _definitions(value: Any) -> list[Mapping[str, Any]]:
-    """Tool definitions from an attribute: a JSON list of them, one of them, or a list of JSON strings (Vercel)."""
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    found: list[Mapping[str, Any]] = []
-    for item in items:
-        if isinstance(item, str):
-            if len(item) > MAX_DEFINITION_CHARS:
-                continue
-            try:
-                item = json.loads(item)
-            except (ValueError, RecursionError):
-                continue
-        for definition in item if isinstance(item, list) else [item]:
-            if isinstance(definition, Mapping):
-                found.append(definition)
-    return found
-
-
 def _remember_definition(out: dict[str, tuple[str, Mapping[str, Any] | None]], definition: Mapping[str, Any]) -> None:
-    inner = definition.get("function")  # OpenAI's {"type": "function", "function": {...}}
-    if isinstance(inner, Mapping):
-        definition = inner
-    name = definition.get("name")
-    if not isinstance(name, str) or not name:
-        return
-    description = definition.get("description")
-    schema = next((definition[k] for k in ("parameters", "inputSchema", "input_schema") if isinstance(definition.get(k), Mapping)), None)
-    if isinstance(schema, Mapping) and isinstance(schema.get("jsonSchema"), Mapping):
-        schema = schema["jsonSchema"]  # the AI SDK's wrapped schema
-    _remember(out, name, description if isinstance(description, str) else "", schema)
+    found = declared(definition)
+    if found is not None:
+        _remember(out, *found)
 
 
 def _remember(out: dict[str, tuple[str, Mapping[str, Any] | None]], name: str, description: str,
