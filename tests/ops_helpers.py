@@ -3,7 +3,7 @@ Prometheus binaries, a Prometheus server of the tests' own, a live demo workload
 the test copies of the rules with short durations.
 
 Nothing here is skipped when a tool is missing: `binary()` fails the test with the way to
-install it (CI runs `.ci/run`, which installs Debian's `prometheus` package).
+install it (`make setup` installs Debian's `prometheus` package).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ TEMPO_CONFIG = CONFIG_DIR / "tempo.yaml"
 OPS_README = CONFIG_DIR / "README.md"
 APP_JOB = "agent-eval"  # the scrape job of the apps; the availability alerts select it
 
-INSTALL_HINT = ("is not on PATH. Run .ci/run (it installs Debian's `prometheus` package, which carries "
+INSTALL_HINT = ("is not on PATH. Run `make setup` (it installs Debian's `prometheus` package, which carries "
                 "`prometheus` and `promtool`), or install it yourself: "
                 "`sudo apt-get install --no-install-recommends prometheus`.")
 

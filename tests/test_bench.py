@@ -152,7 +152,7 @@ COUNTING = partial(early.fresh_process, "test_bench", "count_instructions()")
 
 @pytest.mark.early(COUNTING)  # instructions counted do not move with what runs beside them
 def test_instructions_are_counted_per_span_under_valgrind() -> None:
-    # The section on request, with real cachegrind children (valgrind is installed by .ci/run), for the bare SDK and
+    # The section on request, with real cachegrind children (valgrind is installed by `make setup`), for the bare SDK and
     # the processor with and without copies (the suite's time allows three). Counts vary a little with hashing and
     # thread switches, so only what must hold is asserted: the processor does work of its own, more with copies,
     # every span was scored on its thread, and the report shows each row.

@@ -67,7 +67,7 @@ def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def node_or_fail() -> str:
     node = shutil.which("node")
     if node is None or not (NODE_AGENT.parent / "node_modules" / "@opentelemetry").is_dir():
-        pytest.fail("node and tests/node/node_modules are needed: run `npm ci --prefix tests/node` (or .ci/run)", pytrace=False)
+        pytest.fail("node and tests/node/node_modules are needed: run `npm ci --prefix tests/node` (or `make setup`)", pytrace=False)
     return node
 
 

@@ -7,7 +7,7 @@ The JS SDK exports the spans (`ai.generateText`, `ai.generateText.doGenerate`, `
 OTLP/HTTP protobuf to a real `otel-agent-eval serve`, and writes them as OTLP/JSON lines to a file
 that `score_traces` reads.
 
-Needs node and `npm ci --prefix tests/node` (`.ci/run` does both); without them the test fails in one line.
+Needs node and `npm ci --prefix tests/node` (`make setup` does both); without them the test fails in one line.
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from otel_agent_eval.tools.html_report import TOP_LATENCY_TOOLS, TOP_POOR_CHOICE
 from test_score import App, collector_lines, main_in_process, write
 
 CHROMIUM_HINT = ("tests/test_html_report.py needs Debian's chromium on PATH (as chromium or chromium-browser): "
-                 "sudo apt-get install -y --no-install-recommends chromium, or run .ci/run")
+                 "sudo apt-get install -y --no-install-recommends chromium, or run `make setup`")
 HOSTILE_AGENT = "<script>alert(1)</script>"
 HOSTILE_TOOL = '"><img src=x onerror=alert(2)>'
 CHARTS = {"efficiency-chart": "Efficiency distribution", "health-chart": "Run health distribution",

@@ -12,7 +12,7 @@ never looks at what `serve` produced. Then serve's scored series must equal the 
 and every span at the next hop must equal the processor's forwarded copy, in OTLP form:
 the original content and the `agent_eval.*` attributes and `gen_ai.evaluation.result` events.
 
-Needs node and `npm ci --prefix tests/node` (`.ci/run` does both); without them the test fails
+Needs node and `npm ci --prefix tests/node` (`make setup` does both); without them the test fails
 in one line saying so.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ from otel_agent_eval.otel.processor import AgentEvalSpanProcessor
 NODE_DIR = Path(__file__).parent / "node"
 AGENT = NODE_DIR / "agent.mjs"
 CATALOG = Path(otel_agent_eval.__file__).parent / "config" / "default_catalog.yaml"  # given to both sides explicitly
-SETUP = "run `npm ci --prefix tests/node` (or .ci/run, which installs node and npm first)"
+SETUP = "run `npm ci --prefix tests/node` (or `make setup`, which installs node and npm first)"
 DEADLINE_S = 30  # liveness only: how long to wait for a process or for spans
 
 
