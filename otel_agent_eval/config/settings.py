@@ -111,6 +111,8 @@ def _whole_at_least_one(text: str) -> int:
 
 
 EVALUATION_EVENTS = ("span", "log", "both")
+EXPONENTIAL, EXPLICIT = "exponential", "explicit"  # otlp_histograms: how histograms go over OTLP
+HISTOGRAMS = (EXPONENTIAL, EXPLICIT)
 
 
 def _evaluation_events(text: str) -> str:
@@ -180,8 +182,6 @@ def _judge(value: Any) -> Any:
 
 
 def _histograms(value: Any) -> str:
-    from ..metrics.otlp import HISTOGRAMS
-
     if value not in HISTOGRAMS:
         raise ValueError(f"expected one of {', '.join(HISTOGRAMS)}")
     return value

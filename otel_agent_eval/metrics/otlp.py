@@ -43,14 +43,13 @@ from opentelemetry.sdk.metrics.export import (
 )
 from prometheus_client.metrics_core import Metric as Family
 
+from ..config.settings import EXPLICIT, EXPONENTIAL, HISTOGRAMS
 from . import names as n
 from .families import BucketFamily
 from .histogram import exponential_layout
 
 __all__ = ["EXPLICIT", "EXPONENTIAL", "HISTOGRAMS", "OtlpMetrics", "otel_name"]
 
-EXPONENTIAL, EXPLICIT = "exponential", "explicit"
-HISTOGRAMS = (EXPONENTIAL, EXPLICIT)
 DELTA, CUMULATIVE = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
 _PREFIXES = (("agent_eval_processor_", "agent_eval.processor."), ("agent_eval_serve_", "agent_eval.serve."),
              ("agent_eval_", "agent_eval."))
