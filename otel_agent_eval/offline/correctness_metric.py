@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any, Optional
 
-from deepeval.metrics import BaseMetric
-from deepeval.metrics.indicator import metric_progress_indicator
 from deepeval.metrics.utils import construct_verbose_logs, prepare_measure
 from deepeval.test_case import LLMTestCase, SingleTurnParams, ToolCallParams
 
 from ..core.correctness import tool_correctness
+from .measured_metric import MeasuredMetric
 
 __all__ = ["DeterministicToolCorrectnessMetric"]
 
@@ -24,7 +22,7 @@ _TOOL_SELECTION_SCORE = 1.0
 _PREPARE_TAKES_MULTIMODAL = "multimodal" in inspect.signature(prepare_measure).parameters
 
 
-class DeterministicToolCorrectnessMetric(BaseMetric):
+class DeterministicToolCorrectnessMetric(MeasuredMetric):
     """deepeval's ``ToolCorrectnessMetric`` without its LLM: same scores, no model or key.
 
     >>> from deepeval.test_case import LLMTestCase, ToolCall
@@ -76,40 +74,11 @@ class DeterministicToolCorrectnessMetric(BaseMetric):
         self.async_mode = False  # nothing to await; deepeval runs it inline
         self.using_native_model = False  # no model: cost and tokens stay None
 
-    def measure(
-        self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False, **_: Any
-    ) -> float:
-        """Score ``test_case.tools_called`` against ``test_case.expected_tools``.
-
-        Extra keywords (deepeval's runners pass progress-bar hints to some metrics) are ignored.
-        """
-        with metric_progress_indicator(self, _show_indicator=_show_indicator, _in_component=_in_component):
-            return self._score(test_case)
-
-    async def a_measure(
-        self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False, **_: Any
-    ) -> float:
-        """Same as :meth:`measure`; deepeval's async runners call this one."""
-        with metric_progress_indicator(
-            self, async_mode=True, _show_indicator=_show_indicator, _in_component=_in_component
-        ):
-            return self._score(test_case)
-
-    def is_successful(self) -> Optional[bool]:
-        """deepeval's rule: an error fails, otherwise ``score >= threshold``."""
-        if self.threshold is None:
-            self.success = None
-        elif self.error is not None or self.score is None:
-            self.success = False
-        else:
-            self.success = self.score >= self.threshold
-        return self.success
-
     @property
     def __name__(self) -> str:  # type: ignore[override]
         return "Tool Correctness (deterministic)"
 
-    def _score(self, test_case: LLMTestCase) -> float:
+    def _measure(self, test_case: LLMTestCase) -> float:
         """Validate like deepeval, score, then apply its tool-selection min and strict mode."""
         # MissingTestCaseParamsError when tools are None. Images in the input are no business of a metric
         # that compares tool calls by exact matching: a multimodal test case scores as its text twin.

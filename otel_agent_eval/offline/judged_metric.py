@@ -17,10 +17,8 @@ selection alone (deepeval would score it 0 against an empty list).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any
 
-from deepeval.metrics import BaseMetric
-from deepeval.metrics.indicator import metric_progress_indicator
 from deepeval.metrics.utils import construct_verbose_logs, prepare_measure
 from deepeval.test_case import LLMTestCase, SingleTurnParams, ToolCall, ToolCallParams
 
@@ -28,13 +26,14 @@ from ..judge.deepeval_judge import DeepEvalJudge
 from ..judge.request import JudgeRequest
 from ..judge.result import JudgeResult
 from .deepeval_metrics import metadata_field
+from .measured_metric import MeasuredMetric
 
 __all__ = ["AVAILABLE_TOOLS_KEY", "JudgedToolCorrectnessMetric", "available_tools_of_case"]
 
 AVAILABLE_TOOLS_KEY = "available_tools"  # in a test case's metadata: the tools as dicts (ToolCall fields)
 
 
-class JudgedToolCorrectnessMetric(BaseMetric):
+class JudgedToolCorrectnessMetric(MeasuredMetric):
     """deepeval's ToolCorrectnessMetric, deterministic part and LLM tool-selection part, on any deepeval model.
 
     `model` is a deepeval `DeepEvalBaseLLM` (`judge.models.judge_model(...)` for OpenAI or any
@@ -75,26 +74,6 @@ class JudgedToolCorrectnessMetric(BaseMetric):
         self.async_mode = False  # the judge calls the model synchronously
         self.using_native_model = True  # cost and tokens are reported (None when unknown)
         self.judge_result: JudgeResult | None = None
-
-    def measure(self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False,
-                **_: Any) -> float:
-        """Judge `test_case`; raises what the model client raises (deepeval records it as the metric's error)."""
-        with metric_progress_indicator(self, _show_indicator=_show_indicator, _in_component=_in_component):
-            return self._measure(test_case)
-
-    async def a_measure(self, test_case: LLMTestCase, _show_indicator: bool = True, _in_component: bool = False,
-                        **_: Any) -> float:
-        """Same as :meth:`measure` (deepeval's async runners call this one)."""
-        with metric_progress_indicator(self, async_mode=True, _show_indicator=_show_indicator,
-                                       _in_component=_in_component):
-            return self._measure(test_case)
-
-    def is_successful(self) -> Optional[bool]:
-        if self.error is not None or self.score is None:
-            self.success = False
-        else:
-            self.success = self.score >= self.threshold
-        return self.success
 
     @property
     def __name__(self) -> str:  # type: ignore[override]
