@@ -212,13 +212,14 @@ def test_a_replay_evaluates_the_open_runs_whole_and_counts_nothing_twice(tmp_pat
         assert any("replayed 2 requests from the write-ahead log" in r.getMessage() for r in caplog.records)
         restarted.drain()
         assert again.get_finished_spans() == ()  # the whole runs were forwarded before: not again
-        assert _total(registry, "agent_eval_runs_total") == 0  # nor counted again
+        # the killed process's counts go on, none counted twice (the open runs' calls wait for their roots)
+        assert _total(registry, "agent_eval_runs_total") == 4 and _total(registry, "agent_eval_tool_calls_total") == 8
         assert _total(registry, "agent_eval_serve_wal_replays_total") == 1
         assert restarted.receiving.take("http", body(roots), PROTOBUF).kind == "accepted"  # the open runs' roots
         wait_for(lambda: len(again.get_finished_spans()) == len(open_), timeout_s=30, what="the open runs forwarded")
         runs = [s for s in again.get_finished_spans() if s.parent is None]
         assert [s.attributes["agent_eval.run.tool_calls"] for s in runs] == [2] * 4  # evaluated whole
-        assert _total(registry, "agent_eval_runs_total") == 4 and _total(registry, "agent_eval_tool_calls_total") == 8
+        assert _total(registry, "agent_eval_runs_total") == 8 and _total(registry, "agent_eval_tool_calls_total") == 16
     finally:
         restarted.stop()
     registry = CollectorRegistry()  # after a clean stop, the next start has nothing to replay

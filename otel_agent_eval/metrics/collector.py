@@ -27,6 +27,7 @@ from ..core.runs import AGENT_RUN
 from ..core.scoring import CallScore, StaticScore
 from . import budget as b
 from . import names as n
+from .carried import Carried, take
 from .families import catalog_families, family, label_text
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .judge import JudgeMetrics
@@ -155,6 +156,7 @@ class EvalMetrics:
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
         self.judge: JudgeMetrics | None = None  # the online judge's families, when one runs (`start_judging`)
+        self.carried: Carried | None = None  # what a killed process had counted (`restore`, `serve --wal-dir`)
         self.registry = registry
         self.closed = False
         if registry is not None:
@@ -205,6 +207,7 @@ class EvalMetrics:
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         self.dropped_downstream = Tally()
+        self.carried = None
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
             self.mirror.catalog_fallback(self._catalog_fallback)  # the child scores with the parent's catalog
@@ -501,6 +504,30 @@ class EvalMetrics:
 
     def families(self) -> Iterator[Metric]:
         """Every family as it stands now (what `collect` gives after its `before_collect`)."""
+        yield from self._evaluated()
+        judge = self.judge
+        if judge is not None:
+            yield from judge.families()
+
+    def monotonic_state(self) -> bytes:
+        """The counters and histograms of the evaluation, carried ones included, as `carried.take` keeps them (not the
+        judge's: it judges apart from the requests, and a `--workers` worker writes them to its files apart)."""
+        return take(self._evaluated())
+
+    def restore(self, state: bytes) -> None:
+        """Start from a killed process's `monotonic_state` (ValueError: not one); its series take their share of the
+        sample budget, so that a process started again many times still exposes a bounded number."""
+        carried = Carried.load(state)
+        with self._lock:
+            self.budget.charge(carried.samples)
+            self.carried = carried
+
+    def _evaluated(self) -> Iterator[Metric]:
+        """The families of the evaluation, with what a killed process had counted added (`carried`)."""
+        own = self._own_families()
+        return own if self.carried is None else self.carried.apply(own)
+
+    def _own_families(self) -> Iterator[Metric]:
         with self._lock:
             tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations,
                       tuple(s.context)) for s in self._series.values()]
@@ -526,9 +553,6 @@ class EvalMetrics:
         fallback = family(n.CATALOG_FALLBACK)
         fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
         yield fallback
-        judge = self.judge
-        if judge is not None:
-            yield from judge.families()
 
     def start_judging(self) -> JudgeMetrics:
         """The judge's families, exposed from now on (in multiprocess mode written to the files as they change)."""

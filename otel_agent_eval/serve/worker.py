@@ -145,6 +145,7 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
         from dataclasses import replace
 
         config = replace(config, wal_dir=os.path.join(config.wal_dir, f"worker-{options['index']}"))
+        _metric_files_of_worker(options["index"])
     service = Service(config, settings=options["settings"], catalog=options["catalog"], registry=None)
     pipeline, metrics, intake, forwarder = service.pipeline, service.metrics, service.intake, service.forwarder
     closed = Counter(n.RUNS_CLOSED_EARLY.name, n.RUNS_CLOSED_EARLY.help, list(n.RUNS_CLOSED_EARLY.labels), registry=None)
@@ -177,6 +178,16 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
     service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
     service.replay()  # with --wal-dir: what this worker's last process left
     return service, sync
+
+
+def _metric_files_of_worker(index: int) -> None:
+    """With a log, the metric files are the worker's, not its process's: one started again after a crash restores the
+    metric state of its log's last checkpoint and replays the rest (`durable.py`), so its counts are at least the killed
+    one's, and it overwrites that one's files rather than adding files beside them (which the parent would sum: twice).
+    Until its first write, after the replay, the parent sums the killed one's last values: no counter goes back."""
+    from prometheus_client import values
+
+    values.ValueClass = values.MultiProcessValue(lambda: f"worker{index}")
 
 
 def _flush_every(sync: Any, stopping: threading.Event) -> None:
