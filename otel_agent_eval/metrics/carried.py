@@ -25,6 +25,10 @@ from .families import BucketFamily
 __all__ = ["Carried", "take"]
 
 FORMAT = 1
+# A sum of floats (a cost, a histogram's sum) added back in two parts may round a few units of its last place below
+# the value the killed process showed, which Prometheus would take for a counter reset (and `increase()` for a jump
+# of the whole value): such a value is carried up by this share, far above rounding and far below anything shown.
+ROUNDING_MARGIN = 1e-9
 LabelItems = tuple[tuple[str, str], ...]
 
 
@@ -62,8 +66,8 @@ class Carried:
                 raise ValueError(f"format {data.get('v')!r}, not {FORMAT}")
             counters: dict[str, dict[tuple[str, LabelItems], float]] = {}
             for family, sample, labels, value in data["c"]:
-                counters.setdefault(family, {})[(sample, tuple((k, v) for k, v in labels))] = float(value)
-            histograms = {family: ([float(b) for b in bounds], {tuple(labels): ([float(c) for c in counts], float(total))
+                counters.setdefault(family, {})[(sample, tuple((k, v) for k, v in labels))] = _up(value)
+            histograms = {family: ([float(b) for b in bounds], {tuple(labels): ([float(c) for c in counts], _up(total))
                                                                  for labels, counts, total in series})
                           for family, (bounds, series) in data["h"].items()}
         except (zlib.error, UnicodeDecodeError, TypeError, KeyError, AttributeError, json.JSONDecodeError) as exc:
@@ -85,6 +89,12 @@ class Carried:
             elif family.name in self.counters:
                 _add_samples(family, self.counters[family.name])
             yield family
+
+
+def _up(value: float) -> float:
+    """A count as it is; a sum of floats carried up by ROUNDING_MARGIN."""
+    value = float(value)
+    return value if value.is_integer() else value * (1 + ROUNDING_MARGIN)
 
 
 def _add_samples(family: Metric, carried: dict[tuple[str, LabelItems], float]) -> None:

@@ -230,7 +230,8 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
         except Exception as exc:  # noqa: BLE001 - never lose the reply
             spans, problems = [], [f"unreadable ({type(exc).__name__})"]
         durable, seq, offered = service.durable, 0, len(spans)
-        if durable is not None and spans:  # logged before it is admitted and answered
+        logged = durable is not None and bool(spans)
+        if logged:  # logged before it is admitted and answered
             spans = durable.fresh(spans)  # a resend of what the log replayed: taken once
             seq, why = durable.log(data, "application/x-protobuf" if body_kind == KIND_PROTOBUF else "application/json",
                                    "identity", offered)
@@ -238,8 +239,8 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
                 parent.send("reply", request_id, -1, problems)  # refused: the parent answers retryable
                 continue
         admitted = service.intake.offer(spans)
-        if durable is not None and spans:
-            durable.admitted(seq, service.intake.admitted if admitted else 0, spans)
+        if logged:  # a resend whose spans were all taken before too: else its number would hold the log's marks for good
+            durable.admitted(seq, service.intake.admitted if admitted and spans else 0, spans)
         taken = offered if admitted else -1  # the parent reserved room: -1 is never expected (duplicates count as taken)
         if admitted and spans and acks is not None:  # answered once forwarded; a 5th item True: not within the wait
             acks.later(service.intake.admitted, lambda forwarded, r=request_id, t=taken, p=problems:
