@@ -7,6 +7,13 @@ replica) is SIGKILLed and started again, ten times. Every span the app's exporte
 the sink at least once, evaluated; the duplicates are counted exactly (and bounded). Each request holds whole
 runs, so no run is open across requests: with `--ack forwarded` a crash loses exactly the runs open at that
 moment (`serve/ack.py`), and here there are none, so nothing may be lost.
+
+Meanwhile each replica's /metrics is scraped every 0.1 s, as Prometheus would. With the log, no evaluation series
+may ever go below what the same replica showed before (the process started again goes on from the killed one's
+counts), and at the end the replicas count exactly the tool calls and runs the app's exporter had acknowledged. With
+`--ack forwarded` a kill takes the killed process's counts with it (its counters start from zero: a reset, which
+Prometheus's `rate()` absorbs), and what it had evaluated and not yet answered is evaluated again when the Collector
+resends it: the figures are printed, not asserted.
 """
 from __future__ import annotations
 
@@ -317,6 +324,16 @@ def again(replica: Replica) -> float:
     return replica.metric("agent_eval_serve_wal_replayed_spans_total", forwarded="again")
 
 
+def check_duplicates(mode: str, duplicates: int, replayed_again: float) -> None:
+    """At least once, and bounded. With the log, a sender's resend of what a killed process had taken is dropped by
+    span id, so the only duplicates are spans a replay forwarded again (an export the kill interrupted: its progress
+    record not written yet). Without it, what was in flight in the Collector at each kill may come twice."""
+    if mode == "wal":
+        assert duplicates <= replayed_again
+    else:
+        assert duplicates <= KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+
+
 def replica_kill_loop(mode: str) -> dict[str, Any]:
     """Replicas SIGKILLed mid-stream and started again, KILLS times; asserts the promise, returns the counts."""
     local_env()
@@ -344,8 +361,7 @@ def replica_kill_loop(mode: str) -> dict[str, Any]:
     assert total > KILLS * REQUEST_SPANS
     # a restart replays when its log holds a request not yet forwarded or one an open run needs: nearly always here
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0
-    # at-least-once: bounded by what was in flight in the Collector at each kill, and what the replays sent again
-    assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
     return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
             "runs_lost": runs_lost, "counted": (tool_calls, run_count), "sent": (calls, runs),
@@ -379,7 +395,7 @@ def worker_kill_loop(mode: str) -> dict[str, Any]:
           f"{len(scraper.went_back)} series went back in {sum(scraper.scrapes)} scrapes")
     assert total > KILLS * REQUEST_SPANS
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0  # as above, per worker started again
-    assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
     return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
             "counted": (tool_calls, run_count), "sent": (calls, runs), "went_back": len(scraper.went_back)}

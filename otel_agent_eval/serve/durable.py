@@ -1,32 +1,39 @@
 """`serve --wal-dir DIR`: each request written to a write-ahead log (`wal.py`) before it is acknowledged, and
-replayed by the next process on the same directory, the open runs' state included.
+replayed by the next process on the same directory, the open runs' state and the metrics' counts included.
 
 The simplest state that rebuilds everything is the requests themselves: the log holds the request bytes as they
-came (compressed or not), and a restarted process runs them through the same pipeline again. Two numbers,
-written as a checkpoint record every CHECKPOINT_EVERY_S, say what a replay needs:
+came (compressed or not), and a restarted process runs them through the same pipeline again. Three marks say what
+a replay needs, each a request number:
 
-- `forwarded`: every request numbered up to it was evaluated and its spans settled with the next hop (the intake
-  and the forwarder are first in, first out, so one (batch, spans handed) pair taken on a tick says so once the
-  forwarder has settled that many spans);
+- `forwarded`: every request up to it was evaluated and its spans settled with the next hop (the intake and the
+  forwarder are first in, first out: a batch is settled once the forwarder has settled every span handed on by the
+  end of it). A small progress record says so after each export the forwarder settles (written, not synced: a
+  SIGKILL keeps it, the kernel has it; a power cut may lose it, which makes duplicates at the next replay, never
+  losses), and each checkpoint again;
 - `runs_from`: the first request that a run still open needs (the oldest request of each trace the pipeline
-  still tracks).
+  still tracks);
+- `counted`: the metric state in the checkpoint counts every request up to it (and a few after it, admitted out of
+  order, listed), and none other. A checkpoint, every CHECKPOINT_EVERY_S, takes that state between two batches
+  (`Intake.evaluation`): the counters and histograms (`metrics/carried.py`).
 
-At start, the requests from `min(runs_from, forwarded + 1)` are evaluated again in order. Those up to `forwarded`
-only rebuild the open runs: what they hand on was forwarded before the crash and is dropped, and they are not
-counted in the metrics again (the pipeline's sink is a `NoSink` meanwhile). Those after it are evaluated and
-forwarded as new. So a crash loses no acknowledged span, and the runs open at the crash are evaluated when they
-close. Duplicates at the next hop: the spans of requests after the last checkpoint that the killed process had
-forwarded already (at most CHECKPOINT_EVERY_S of forwarding), and a request acknowledged by a sync the sender never
-heard of (it sends it again); `agent_eval_serve_wal_replayed_spans_total{forwarded="again"}` counts the first
-kind, which bounds it. Segments whose requests are all before both numbers are deleted (`WriteAheadLog.release`),
-so the log holds what is in flight plus the open runs' requests, never more than `--wal-max-mib`.
+At start the metrics begin from the last checkpoint's state, and the requests from
+`min(runs_from, forwarded + 1, counted + 1)` are evaluated again in order. A request up to `forwarded` is not
+forwarded again (what it hands on is dropped); a request that the state counts is not counted again (`_CountGate`);
+every other is forwarded, or counted, as new. The receivers and /metrics start once the replay is evaluated. So a
+crash loses no acknowledged span, the runs open at the crash are evaluated when they close, and every tool call
+and run evaluation is counted once: the restarted process's counters are at least what the killed one showed (it
+evaluated only logged requests), and a sender's resend of a request the killed process had taken is dropped by the
+span-id window. Duplicates at the next hop: the spans of an export the crash interrupted (sent, not known settled),
+counted by `agent_eval_serve_wal_replayed_spans_total{forwarded="again"}`, which bounds them. Segments whose
+requests are all before the three marks are deleted (`WriteAheadLog.release`), so the log holds what is in flight
+plus the open runs' requests, never more than `--wal-max-mib`.
 
 Not replayed exactly: a run the killed process closed by its TTL or the open-run cap, if it closes differently in
-the replay (it is then forwarded twice, never lost); the metrics of requests evaluated after the last checkpoint
-(counted again).
+the replay (it is then forwarded, and counted, twice, never lost); what cannot be carried in a metric state
+(gauges, the sliding-window quantiles, the judge's series) starts again with the process.
 
     >>> durable = DurableLog(WriteAheadLog(directory), service)
-    >>> durable.replay()   # before listening
+    >>> durable.replay()   # before listening: returns once the replay is evaluated
     >>> seq, why = durable.log(body, content_type, encoding)   # why: None, or the log's refusal
 """
 from __future__ import annotations

@@ -22,7 +22,8 @@ What reading recovers, each with one log line and a count in `Recovery` (`agent_
 Bounds: a log holds at most `max_bytes` (`append` refuses beyond it: the sender is told to retry) and segments
 are deleted once no record in them is needed (`release`). A full disk (ENOSPC, EDQUOT) cuts the segment back to
 its last whole record and refuses the append, counted `disk_full`, logged once until an append succeeds again;
-so does any other failed write or sync. A sync slower than `slow_s` refuses new appends until it returns.
+so does any other failed write or sync. A sync slower than `slow_s` refuses new appends until it returns (counted
+`disk_slow`, logged once until an append succeeds again).
 
 Fsync policies (`--wal-fsync`): `always` (the default) syncs before every answer, one sync for all the appends
 waiting at that moment (group commit): a power cut loses nothing acknowledged. `never` leaves it to the
