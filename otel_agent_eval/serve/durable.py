@@ -298,10 +298,10 @@ class DurableLog:
         if not intake.evaluation.acquire(timeout=5.0 if final else STATE_WAIT_S):
             return self._state_batch
         try:
-            batch, state = intake.evaluated_batches, self.metrics.monotonic_state()
+            batch, made = intake.evaluated_batches, self.metrics.monotonic_state()  # copied between two batches
         finally:
             intake.evaluation.release()
-        self._state, self._state_batch = state, batch
+        self._state, self._state_batch = made(), batch  # made into bytes while the intake goes on
         return batch
 
     def _advance_counted(self, batch: int) -> None:
