@@ -190,23 +190,33 @@ class DurableLog:
             self.counts["duplicates_dropped"] += len(spans) - len(out)
         return out
 
-    def admitted(self, seq: int, batch: int, spans: list[Any], *, window_only: bool = False) -> None:
-        """The logged request `seq` is intake batch `batch` (0: it held no readable span)."""
-        keys = [(span.context.trace_id, span.context.span_id) for span in spans]
+    def admit(self, seq: int, spans: list[Any], reserved: int) -> int:
+        """Admit the logged request `seq` into the intake (`Intake.admit`, room for `reserved` spans held) and note its
+        batch in one step, so that a checkpoint never sees a batch evaluated whose request it cannot name (it must know
+        exactly which requests the metric state it took counts); the batch's number, 0 for none."""
+        keys = self._keys(spans)
         with self._lock:
-            if self.dedup_spans:
-                seen, window = self._seen, self._window
-                seen.update(keys)  # taken: a resend is a duplicate from now on
-                window.extend(keys)
-                while len(window) > self.dedup_spans:
-                    seen.discard(window.popleft())
-            if window_only:
-                return
+            batch = self.intake.admit(spans, reserved)
+            self._remember_keys(keys)
             self._batch_of[seq] = batch
             first = self._first_of_trace
             for trace_id, _ in keys:
                 known = first.get(trace_id)
                 first[trace_id] = (seq, batch, seq) if known is None else (known[0], known[1], max(known[2], seq))
+        return batch
+
+    @staticmethod
+    def _keys(spans: list[Any]) -> list[tuple[int, int]]:
+        return [(span.context.trace_id, span.context.span_id) for span in spans]
+
+    def _remember_keys(self, keys: list[tuple[int, int]]) -> None:
+        """Taken: a resend of these spans is a duplicate from now on (lock held)."""
+        if self.dedup_spans:
+            seen, window = self._seen, self._window
+            seen.update(keys)
+            window.extend(keys)
+            while len(window) > self.dedup_spans:
+                seen.discard(window.popleft())
 
     def forwards(self, spans: list[Any]) -> bool:
         """Whether what the intake hands on now goes to the next hop (not a replay of what was forwarded); what a
@@ -440,14 +450,15 @@ class DurableLog:
         return len(todo)
 
     def _restore(self, point: Checkpoint) -> int:
-        """The metrics start from the checkpoint's state; the request up to which they count (`counted`)."""
-        if not point.state:
-            return point.counted
-        try:
-            self.metrics.restore(point.state)
-        except ValueError as exc:
-            logger.error("otel-agent-eval serve: the metric state in the write-ahead log in %s cannot be read (%s); the "
-                         "metrics start from zero", self.wal.directory, exc)
+        """The metrics start from the checkpoint's state, which is then this process's until it takes one (no batch
+        counted by it yet: the first checkpoint may come before that); the request up to which they count."""
+        if point.state:
+            try:
+                self.metrics.restore(point.state)
+                self._state, self._state_batch = point.state, 0
+            except ValueError as exc:
+                logger.error("otel-agent-eval serve: the metric state in the write-ahead log in %s cannot be read (%s); "
+                             "the metrics start from zero", self.wal.directory, exc)
         return point.counted
 
     def _was_counted(self, seq: int) -> bool:
@@ -469,10 +480,11 @@ class DurableLog:
                 spans = read_request(body, content_type, encoding, limit=REPLAY_LIMIT_BYTES).spans()[0]
             except PayloadError:
                 continue
+            keys = self._keys(spans)
             with self._lock:
                 self._spans_logged += len(spans)
                 self._segment_spans[segment] = self._spans_logged
-            self.admitted(seq, -1, spans, window_only=True)
+                self._remember_keys(keys)
 
     def _replay_one(self, seq: int, body: bytes, content_type: str, encoding: str, segment: int, *,
                     gate: _CountGate, uncounted: bool) -> int:
@@ -493,8 +505,7 @@ class DurableLog:
             time.sleep(0.01)
         if spans and uncounted:
             gate.skip(self.intake.admitted + 1)
-        batch = self.intake.admit(spans, len(spans)) if spans else 0
-        self.admitted(seq, batch, spans)
+        self.admit(seq, spans, len(spans))
         return len(spans)
 
     # -- metrics ----------------------------------------------------------------------------------------

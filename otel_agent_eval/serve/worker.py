@@ -238,12 +238,15 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
             if why is not None:
                 parent.send("reply", request_id, -1, problems)  # refused: the parent answers retryable
                 continue
-        admitted = service.intake.offer(spans)
-        if logged:  # a resend whose spans were all taken before too: else its number would hold the log's marks for good
-            durable.admitted(seq, service.intake.admitted if admitted and spans else 0, spans)
+        if logged:  # admitted and noted as one step; a resend whose spans were all taken before too, noted as well
+            admitted = service.intake.reserve(len(spans))
+            batch = durable.admit(seq, spans if admitted else [], len(spans) if admitted else 0)
+        else:
+            admitted = service.intake.offer(spans)
+            batch = service.intake.admitted
         taken = offered if admitted else -1  # the parent reserved room: -1 is never expected (duplicates count as taken)
         if admitted and spans and acks is not None:  # answered once forwarded; a 5th item True: not within the wait
-            acks.later(service.intake.admitted, lambda forwarded, r=request_id, t=taken, p=problems:
+            acks.later(batch, lambda forwarded, r=request_id, t=taken, p=problems:
                        parent.send("reply", r, t, p, not forwarded))
         else:
             parent.send("reply", request_id, taken, problems)
