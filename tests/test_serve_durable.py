@@ -115,11 +115,31 @@ def run_requests(tag: str, count: int) -> Iterator[list[ReadableSpan]]:
         memory.clear()
 
 
-class App:
+class OnAThread:
+    """`_run` on a thread of its own, from `with` until `stopping` is set at its end."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> OnAThread:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+
+
+class App(OnAThread):
     """The app's OTLP/gRPC exporter, sending whole runs to the Collector on a thread; `acknowledged` are the
     (trace id, span id) of every span in a request the exporter saw succeed."""
 
     def __init__(self, endpoint: str, *, split_runs: bool = False) -> None:
+        super().__init__()
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         self.exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=10)
@@ -127,10 +147,8 @@ class App:
         self.calls_of_root: dict[tuple[bytes, bytes], int] = {}
         self.acknowledged: set[tuple[bytes, bytes]] = set()
         self.refused = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._send, daemon=True)
 
-    def _send(self) -> None:
+    def _run(self) -> None:
         roots: list[ReadableSpan] = []
         for requests in (run_requests(f"r{i}-", 50) for i in itertools.count()):
             for spans in requests:
@@ -154,12 +172,11 @@ class App:
             time.sleep(0.1)
 
     def __enter__(self) -> App:
-        self.thread.start()
+        super().__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(30)
+        super().__exit__()
         self.exporter.shutdown()
 
 
@@ -259,17 +276,16 @@ def evaluation_series(exposition: str) -> dict[Series, float]:
             for sample in family.samples if sample.name.endswith(("_total", "_count", "_bucket"))}
 
 
-class Scraper:
+class Scraper(OnAThread):
     """Scrapes each replica's /metrics every SCRAPE_EVERY_S, as Prometheus would, across the kills and restarts, and
     keeps every evaluation series that went below what the same replica had shown before (a counter reset)."""
 
     def __init__(self, pair: list[Replica]) -> None:
+        super().__init__()
         self.pair = pair
         self.shown: list[dict[Series, float]] = [{} for _ in pair]
         self.scrapes = [0] * len(pair)
         self.went_back: list[tuple[int, Series, float, float]] = []  # (replica, series, shown before, shown now)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self.stopping.wait(SCRAPE_EVERY_S):
@@ -285,12 +301,8 @@ class Scraper:
                 self.scrapes[i] += 1
 
     def __enter__(self) -> Scraper:
-        self.thread.start()
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(30)
 
 
 def counted(pair: list[Replica]) -> tuple[float, float]:
@@ -300,10 +312,10 @@ def counted(pair: list[Replica]) -> tuple[float, float]:
             sum(metric_sum(t, "agent_eval_runs_total") for t in texts))
 
 
-def check_counts(pair: list[Replica], app: App, scraper: Scraper, *, exact: bool) -> tuple[int, int, float, float]:
-    """The tool calls and runs acknowledged, and those the replicas count. With the log (`exact`): each counted once,
-    whatever the kills, and no series ever went back; without it a kill loses the killed process's counts (its
-    counters start from zero: a reset), so the figures are only reported."""
+def check_counts(pair: list[Replica], app: App, scraper: Scraper, *, exact: bool) -> tuple[str, dict[str, Any]]:
+    """The tool calls and runs acknowledged, and those the replicas count: a line to print, and the figures. With the
+    log (`exact`): each counted once, whatever the kills, and no series ever went back; without it a kill loses the
+    killed process's counts (its counters start from zero: a reset), so the figures are only reported."""
     roots = app.calls_of_root.keys()
     runs = len(app.acknowledged & roots)
     calls = len(app.acknowledged) - runs
@@ -315,8 +327,10 @@ def check_counts(pair: list[Replica], app: App, scraper: Scraper, *, exact: bool
     if exact:
         assert scraper.went_back == [], scraper.went_back[:10]
         assert (tool_calls, run_count) == (calls, runs)
-        assert min(scraper.scrapes) > KILLS  # the scrapes saw every life of each replica
-    return calls, runs, tool_calls, run_count
+        assert min(scraper.scrapes) > KILLS  # scraped throughout
+    line = (f"{calls} tool calls and {runs} runs acknowledged, {tool_calls:.0f} and {run_count:.0f} counted at the end, "
+            f"{len(scraper.went_back)} series went back in {sum(scraper.scrapes)} scrapes")
+    return line, {"counted": (tool_calls, run_count), "sent": (calls, runs), "went_back": len(scraper.went_back)}
 
 
 def again(replica: Replica) -> float:
@@ -352,20 +366,17 @@ def replica_kill_loop(mode: str) -> dict[str, Any]:
             wait_for(lambda: all(accepted(r) > 0 for r in pair), timeout_s=DEADLINE_S, what="both replicas to take spans")
         total, duplicates, runs_lost = check_delivery(sink, app, open_runs_lost=mode == "forwarded-open")
         replayed_again += sum(again(r) for r in pair)
-        calls, runs, tool_calls, run_count = check_counts(pair, app, scraper, exact=mode == "wal")
+        line, counts = check_counts(pair, app, scraper, exact=mode == "wal")
     print(f"{mode}: {KILLS} replica kills: {total} spans acknowledged, all delivered but the {runs_lost} runs open at a "
           f"kill; {duplicates} duplicates ({duplicates / total:.1%})"
-          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "")
-          + f"; {calls} tool calls and {runs} runs acknowledged, {tool_calls:.0f} and {run_count:.0f} counted at the end, "
-          f"{len(scraper.went_back)} series went back in {sum(scraper.scrapes)} scrapes")
+          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "") + f"; {line}")
     assert total > KILLS * REQUEST_SPANS
     # a restart replays when its log holds a request not yet forwarded or one an open run needs: nearly always here
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0
     check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
     return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
-            "runs_lost": runs_lost, "counted": (tool_calls, run_count), "sent": (calls, runs),
-            "went_back": len(scraper.went_back)}
+            "runs_lost": runs_lost, **counts}
 
 
 def worker_kill_loop(mode: str) -> dict[str, Any]:
@@ -387,18 +398,15 @@ def worker_kill_loop(mode: str) -> dict[str, Any]:
             wait_for(lambda: accepted(replica) > before, timeout_s=DEADLINE_S, what="the replica to take spans again")
         total, duplicates, _ = check_delivery(sink, app)
         replayed_again, replays = again(replica), replica.metric("agent_eval_serve_wal_replays_total")
-        calls, runs, tool_calls, run_count = check_counts(pair, app, scraper, exact=mode == "wal")
+        line, counts = check_counts(pair, app, scraper, exact=mode == "wal")
     print(f"{mode}: {KILLS} worker kills: {total} spans acknowledged, all delivered; {duplicates} duplicates "
           f"({duplicates / total:.1%})"
-          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "")
-          + f"; {calls} tool calls and {runs} runs acknowledged, {tool_calls:.0f} and {run_count:.0f} counted at the end, "
-          f"{len(scraper.went_back)} series went back in {sum(scraper.scrapes)} scrapes")
+          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "") + f"; {line}")
     assert total > KILLS * REQUEST_SPANS
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0  # as above, per worker started again
     check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
-    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
-            "counted": (tool_calls, run_count), "sent": (calls, runs), "went_back": len(scraper.went_back)}
+    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again, **counts}
 
 
 # The loops take a minute or more each (a replica or worker started 10 times, on the real Collector): they run as
