@@ -7,9 +7,17 @@ replica) is SIGKILLed and started again, ten times. Every span the app's exporte
 the sink at least once, evaluated; the duplicates are counted exactly (and bounded). Each request holds whole
 runs, so no run is open across requests: with `--ack forwarded` a crash loses exactly the runs open at that
 moment (`serve/ack.py`), and here there are none, so nothing may be lost.
+
+Meanwhile each replica's /metrics is scraped every 0.1 s, as Prometheus would. With the log, no evaluation series
+may ever go below what the same replica showed before (the process started again goes on from the killed one's
+counts), and at the end the replicas count exactly the tool calls and runs the app's exporter had acknowledged. With
+`--ack forwarded` a kill takes the killed process's counts with it (its counters start from zero: a reset, which
+Prometheus's `rate()` absorbs), and what it had evaluated and not yet answered is evaluated again when the Collector
+resends it: the figures are printed, not asserted.
 """
 from __future__ import annotations
 
+import http.client
 import itertools
 import os
 import shutil
@@ -28,12 +36,14 @@ from typing import Any
 import early
 import grpc
 import pytest
-from collector_fleet import BALANCER, FLEET_COLLECTOR, Collector, balance_to, fleet_overrides, grpc_endpoint
+from collector_fleet import (BALANCER, FLEET_COLLECTOR, Collector, balance_to, fleet_overrides, grpc_endpoint, metric_sum,
+                             scrape)
 from ops_helpers import free_port, wait_for
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client.parser import text_string_to_metric_families
 from serve_process import local_only
 from test_collector_fleet import Replica, replicas
 
@@ -43,6 +53,7 @@ REQUEST_SPANS = RUNS_PER_REQUEST * (1 + TOOLS_PER_RUN)
 SEND_EVERY_S = 0.02
 COLLECTOR_CONSUMERS = 10  # the sending queue's num_consumers (default): requests in flight to one replica at most
 DEADLINE_S = float(os.environ.get("AGENT_EVAL_TESTS_LIVENESS_S", 90))  # liveness only (longer as an early workload)
+SCRAPE_EVERY_S = 0.1
 
 
 def local_env() -> None:
@@ -104,11 +115,31 @@ def run_requests(tag: str, count: int) -> Iterator[list[ReadableSpan]]:
         memory.clear()
 
 
-class App:
+class OnAThread:
+    """`_run` on a thread of its own, from `with` until `stopping` is set at its end."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> OnAThread:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(30)
+
+
+class App(OnAThread):
     """The app's OTLP/gRPC exporter, sending whole runs to the Collector on a thread; `acknowledged` are the
     (trace id, span id) of every span in a request the exporter saw succeed."""
 
     def __init__(self, endpoint: str, *, split_runs: bool = False) -> None:
+        super().__init__()
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         self.exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=10)
@@ -116,10 +147,8 @@ class App:
         self.calls_of_root: dict[tuple[bytes, bytes], int] = {}
         self.acknowledged: set[tuple[bytes, bytes]] = set()
         self.refused = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._send, daemon=True)
 
-    def _send(self) -> None:
+    def _run(self) -> None:
         roots: list[ReadableSpan] = []
         for requests in (run_requests(f"r{i}-", 50) for i in itertools.count()):
             for spans in requests:
@@ -143,12 +172,11 @@ class App:
             time.sleep(0.1)
 
     def __enter__(self) -> App:
-        self.thread.start()
+        super().__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(30)
+        super().__exit__()
         self.exporter.shutdown()
 
 
@@ -236,9 +264,88 @@ def check_delivery(sink: CountingSink, app: App, *, open_runs_lost: bool = False
     return len(acknowledged), duplicates, len(runs_lost)
 
 
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def evaluation_series(exposition: str) -> dict[Series, float]:
+    """The evaluation's series that only ever grow, in a /metrics text: counters, histogram buckets and counts
+    (agent_eval_* and gen_ai_*; not serve's own agent_eval_serve_*, which start from zero with each process)."""
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(exposition)
+            if family.name.startswith(("agent_eval_", "gen_ai_")) and not family.name.startswith("agent_eval_serve_")
+            for sample in family.samples if sample.name.endswith(("_total", "_count", "_bucket"))}
+
+
+class Scraper(OnAThread):
+    """Scrapes each replica's /metrics every SCRAPE_EVERY_S, as Prometheus would, across the kills and restarts, and
+    keeps every evaluation series that went below what the same replica had shown before (a counter reset)."""
+
+    def __init__(self, pair: list[Replica]) -> None:
+        super().__init__()
+        self.pair = pair
+        self.shown: list[dict[Series, float]] = [{} for _ in pair]
+        self.scrapes = [0] * len(pair)
+        self.went_back: list[tuple[int, Series, float, float]] = []  # (replica, series, shown before, shown now)
+
+    def _run(self) -> None:
+        while not self.stopping.wait(SCRAPE_EVERY_S):
+            for i, replica in enumerate(self.pair):
+                try:
+                    now = evaluation_series(scrape(f"http://{replica.target}/metrics"))
+                except (OSError, http.client.HTTPException, ValueError):  # killed, or not listening yet
+                    continue
+                shown = self.shown[i]
+                self.went_back += [(i, series, shown[series], value) for series, value in now.items()
+                                   if value < shown.get(series, 0.0)]
+                shown.update(now)
+                self.scrapes[i] += 1
+
+    def __enter__(self) -> Scraper:
+        super().__enter__()
+        return self
+
+
+def counted(pair: list[Replica]) -> tuple[float, float]:
+    """The tool calls and runs the replicas' metrics count, summed."""
+    texts = [scrape(f"http://{r.target}/metrics") for r in pair]
+    return (sum(metric_sum(t, "agent_eval_tool_calls_total") for t in texts),
+            sum(metric_sum(t, "agent_eval_runs_total") for t in texts))
+
+
+def check_counts(pair: list[Replica], app: App, scraper: Scraper, *, exact: bool) -> tuple[str, dict[str, Any]]:
+    """The tool calls and runs acknowledged, and those the replicas count: a line to print, and the figures. With the
+    log (`exact`): each counted once, whatever the kills, and no series ever went back; without it a kill loses the
+    killed process's counts (its counters start from zero: a reset), so the figures are only reported."""
+    roots = app.calls_of_root.keys()
+    runs = len(app.acknowledged & roots)
+    calls = len(app.acknowledged) - runs
+    if exact:
+        wait_for(lambda: counted(pair)[0] >= calls and counted(pair)[1] >= runs, timeout_s=DEADLINE_S,
+                 what="every acknowledged tool call and run counted")
+        time.sleep(1.0)  # a late double count
+    tool_calls, run_count = counted(pair)
+    if exact:
+        assert scraper.went_back == [], scraper.went_back[:10]
+        assert (tool_calls, run_count) == (calls, runs)
+        assert min(scraper.scrapes) > KILLS  # scraped throughout
+    line = (f"{calls} tool calls and {runs} runs acknowledged, {tool_calls:.0f} and {run_count:.0f} counted at the end, "
+            f"{len(scraper.went_back)} series went back in {sum(scraper.scrapes)} scrapes")
+    return line, {"counted": (tool_calls, run_count), "sent": (calls, runs), "went_back": len(scraper.went_back)}
+
+
 def again(replica: Replica) -> float:
     """Spans the replica's log replays forwarded again (0 without a log): a bound on the duplicates they made."""
     return replica.metric("agent_eval_serve_wal_replayed_spans_total", forwarded="again")
+
+
+def check_duplicates(mode: str, duplicates: int, replayed_again: float) -> None:
+    """At least once, and bounded. With the log, a sender's resend of what a killed process had taken is dropped by
+    span id, so the only duplicates are spans a replay forwarded again (an export the kill interrupted: its progress
+    record not written yet). Without it, what was in flight in the Collector at each kill may come twice."""
+    if mode == "wal":
+        assert duplicates <= replayed_again
+    else:
+        assert duplicates <= KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
 
 
 def replica_kill_loop(mode: str) -> dict[str, Any]:
@@ -246,7 +353,7 @@ def replica_kill_loop(mode: str) -> dict[str, Any]:
     local_env()
     tmp_path = Path(tempfile.mkdtemp(prefix="durable-"))
     replayed_again, replays = 0.0, 0.0
-    with fleet(tmp_path, mode) as (sink, pair, front):
+    with fleet(tmp_path, mode) as (sink, pair, front), Scraper(pair) as scraper:
         with App(grpc_endpoint(front), split_runs=MODES[mode][1]) as app:
             for kill in range(KILLS):
                 victim = pair[kill % 2]
@@ -259,24 +366,24 @@ def replica_kill_loop(mode: str) -> dict[str, Any]:
             wait_for(lambda: all(accepted(r) > 0 for r in pair), timeout_s=DEADLINE_S, what="both replicas to take spans")
         total, duplicates, runs_lost = check_delivery(sink, app, open_runs_lost=mode == "forwarded-open")
         replayed_again += sum(again(r) for r in pair)
+        line, counts = check_counts(pair, app, scraper, exact=mode == "wal")
     print(f"{mode}: {KILLS} replica kills: {total} spans acknowledged, all delivered but the {runs_lost} runs open at a "
-          f"kill; {duplicates} duplicates"
-          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else ""))
+          f"kill; {duplicates} duplicates ({duplicates / total:.1%})"
+          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "") + f"; {line}")
     assert total > KILLS * REQUEST_SPANS
     # a restart replays when its log holds a request not yet forwarded or one an open run needs: nearly always here
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0
-    # at-least-once: bounded by what was in flight in the Collector at each kill, and what the replays sent again
-    assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
     return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again,
-            "runs_lost": runs_lost}
+            "runs_lost": runs_lost, **counts}
 
 
 def worker_kill_loop(mode: str) -> dict[str, Any]:
     """A worker of a `--workers 2` replica SIGKILLed mid-stream KILLS times (its parent starts it again)."""
     local_env()
     tmp_path = Path(tempfile.mkdtemp(prefix="durable-"))
-    with fleet(tmp_path, mode, "--workers", "2") as (sink, pair, front):
+    with fleet(tmp_path, mode, "--workers", "2") as (sink, pair, front), Scraper(pair) as scraper:
         replica = pair[0]
         with App(grpc_endpoint(front), split_runs=MODES[mode][1]) as app:
             for kill in range(KILLS):
@@ -291,13 +398,15 @@ def worker_kill_loop(mode: str) -> dict[str, Any]:
             wait_for(lambda: accepted(replica) > before, timeout_s=DEADLINE_S, what="the replica to take spans again")
         total, duplicates, _ = check_delivery(sink, app)
         replayed_again, replays = again(replica), replica.metric("agent_eval_serve_wal_replays_total")
-    print(f"{mode}: {KILLS} worker kills: {total} spans acknowledged, all delivered; {duplicates} duplicates"
-          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else ""))
+        line, counts = check_counts(pair, app, scraper, exact=mode == "wal")
+    print(f"{mode}: {KILLS} worker kills: {total} spans acknowledged, all delivered; {duplicates} duplicates "
+          f"({duplicates / total:.1%})"
+          + (f"; {replays:.0f} replays forwarded {replayed_again:.0f} spans again" if mode == "wal" else "") + f"; {line}")
     assert total > KILLS * REQUEST_SPANS
     assert (0 < replays <= KILLS) if mode == "wal" else replays == 0  # as above, per worker started again
-    assert duplicates <= replayed_again + KILLS * COLLECTOR_CONSUMERS * REQUEST_SPANS
+    check_duplicates(mode, duplicates, replayed_again)
     shutil.rmtree(tmp_path, ignore_errors=True)
-    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again}
+    return {"acknowledged": total, "duplicates": duplicates, "replays": replays, "replayed_again": replayed_again, **counts}
 
 
 # The loops take a minute or more each (a replica or worker started 10 times, on the real Collector): they run as
@@ -318,8 +427,9 @@ def test_replicas_sigkilled_with_runs_open_lose_exactly_those_runs_forwarded() -
 
 
 @pytest.mark.early(KILL_LOOPS["replica", "wal"])
-def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged_wal() -> None:
-    assert early.result(KILL_LOOPS["replica", "wal"])["replays"] > 0
+def test_replicas_sigkilled_mid_stream_lose_nothing_acknowledged_and_count_each_call_once_wal() -> None:
+    result = early.result(KILL_LOOPS["replica", "wal"])
+    assert result["replays"] > 0 and result["counted"] == result["sent"] and result["went_back"] == 0
 
 
 @pytest.mark.early(KILL_LOOPS["worker", "forwarded"])
@@ -328,8 +438,9 @@ def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged_forwarded() -> N
 
 
 @pytest.mark.early(KILL_LOOPS["worker", "wal"])
-def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged_wal() -> None:
-    assert early.result(KILL_LOOPS["worker", "wal"])["replays"] > 0
+def test_workers_sigkilled_mid_stream_lose_nothing_acknowledged_and_count_each_call_once_wal() -> None:
+    result = early.result(KILL_LOOPS["worker", "wal"])
+    assert result["replays"] > 0 and result["counted"] == result["sent"] and result["went_back"] == 0
 
 
 def test_the_fleet_kit_runs_the_log_and_the_docs_say_so() -> None:

@@ -212,13 +212,14 @@ def test_a_replay_evaluates_the_open_runs_whole_and_counts_nothing_twice(tmp_pat
         assert any("replayed 2 requests from the write-ahead log" in r.getMessage() for r in caplog.records)
         restarted.drain()
         assert again.get_finished_spans() == ()  # the whole runs were forwarded before: not again
-        assert _total(registry, "agent_eval_runs_total") == 0  # nor counted again
+        # the killed process's counts go on, none counted twice (the open runs' calls wait for their roots)
+        assert _total(registry, "agent_eval_runs_total") == 4 and _total(registry, "agent_eval_tool_calls_total") == 8
         assert _total(registry, "agent_eval_serve_wal_replays_total") == 1
         assert restarted.receiving.take("http", body(roots), PROTOBUF).kind == "accepted"  # the open runs' roots
         wait_for(lambda: len(again.get_finished_spans()) == len(open_), timeout_s=30, what="the open runs forwarded")
         runs = [s for s in again.get_finished_spans() if s.parent is None]
         assert [s.attributes["agent_eval.run.tool_calls"] for s in runs] == [2] * 4  # evaluated whole
-        assert _total(registry, "agent_eval_runs_total") == 4 and _total(registry, "agent_eval_tool_calls_total") == 8
+        assert _total(registry, "agent_eval_runs_total") == 8 and _total(registry, "agent_eval_tool_calls_total") == 16
     finally:
         restarted.stop()
     registry = CollectorRegistry()  # after a clean stop, the next start has nothing to replay
@@ -259,4 +260,127 @@ def test_runs_left_open_never_fill_the_log_for_good(tmp_path: Path, caplog: pyte
         assert len(service.pipeline.runs) > 0  # the runs are still open: only the log let their requests go
         assert [r.getMessage() for r in caplog.records if "no longer kept for a replay" in r.getMessage()][:1]
     finally:
+        service.stop()
+
+
+def _last_checkpoint(directory: Path) -> Any:
+    from otel_agent_eval.serve.durable import CHECKPOINT, Checkpoint
+
+    return [Checkpoint.read(r.payload) for r in read_log(directory)[0] if r.kind == CHECKPOINT][-1]
+
+
+EXACT = ("agent_eval_tool_calls_total", "agent_eval_runs_total", "agent_eval_run_tool_calls_count",
+         "agent_eval_processor_spans_seen_total", "agent_eval_processor_spans_scored_total")
+
+
+def test_a_crash_after_a_checkpoint_counts_every_request_once_and_forwards_none_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's last checkpoint holds the metric state of 3 requests; 2 more were evaluated, counted and forwarded
+    after it when the process died. The next process starts from that state, counts the 2 (and only them) as it
+    replays them, and forwards neither again: the progress records say they were."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+    from test_serve_durable import REQUEST_SPANS, RUNS_PER_REQUEST, TOOLS_PER_RUN, run_requests
+
+    from otel_agent_eval.serve import durable
+
+    monkeypatch.setattr(durable, "CHECKPOINT_EVERY_S", 3600.0)  # checkpoints only when the test says
+    bodies = [encode_spans(spans).SerializeToString() for spans in run_requests("exact", 6)]
+    first, registry = InMemorySpanExporter(), CollectorRegistry()
+    killed = _service(tmp_path / "killed", first, registry)
+    try:
+        for body in bodies[:3]:
+            assert killed.receiving.take("http", body, PROTOBUF).kind == "accepted"
+        assert killed.drain()
+        killed.durable.checkpoint()
+        for body in bodies[3:5]:
+            assert killed.receiving.take("http", body, PROTOBUF).kind == "accepted"
+        assert killed.drain()
+        wait_for(lambda: _last_progress(tmp_path / "killed") == 5, timeout_s=30, what="the forwarding progress recorded")
+        exposed = {name: _total(registry, name) for name in EXACT}
+        assert exposed["agent_eval_runs_total"] == 5 * RUNS_PER_REQUEST
+        shutil.copytree(tmp_path / "killed", tmp_path / "disk")  # the disk as a SIGKILL leaves it
+    finally:
+        killed.stop()
+    point = _last_checkpoint(tmp_path / "disk")
+    assert point.counted == 3 and point.forwarded == 3 and point.state  # the 2 later requests are past it
+    again, registry = InMemorySpanExporter(), CollectorRegistry()
+    restarted = _service(tmp_path / "disk", again, registry)
+    try:
+        assert {name: _total(registry, name) for name in EXACT} == exposed  # exactly what the killed one counted
+        restarted.drain()
+        assert again.get_finished_spans() == ()  # forwarded before the crash, as its progress records say
+        assert restarted.receiving.take("http", bodies[5], PROTOBUF).kind == "accepted"
+        restarted.drain()
+        assert len(again.get_finished_spans()) == REQUEST_SPANS
+        assert _total(registry, "agent_eval_runs_total") == 6 * RUNS_PER_REQUEST
+        assert _total(registry, "agent_eval_tool_calls_total") == 6 * RUNS_PER_REQUEST * TOOLS_PER_RUN
+    finally:
+        restarted.stop()
+
+
+def _last_progress(directory: Path) -> int:
+    from otel_agent_eval.serve.durable import PROGRESS
+
+    marks = [int.from_bytes(r.payload, "big") for r in read_log(directory)[0] if r.kind == PROGRESS]
+    return marks[-1] if marks else 0
+
+
+def test_a_slow_disk_refuses_requests_with_retry_advice_and_loses_none_it_took(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A sync that does not return (a disk that hangs: the test holds it) past `slow_s`: the next request is refused
+    with 429 and Retry-After, counted `disk_slow`, with one line; once the sync returns, the request waiting on it is
+    answered, the refused one is taken when sent again, and both reach the next hop once."""
+    import threading
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from prometheus_client import CollectorRegistry
+    from test_serve import post
+    from test_serve_durable import REQUEST_SPANS, key, run_requests
+
+    from otel_agent_eval.serve import wal
+
+    sync, hanging, returns = os.fsync, threading.Event(), threading.Event()
+
+    def slow_fsync(fd: int) -> None:
+        if hanging.is_set():
+            returns.wait()
+        sync(fd)
+
+    monkeypatch.setattr(wal.os, "fsync", slow_fsync)
+    sent = list(run_requests("slow", 2))
+    a, b = (encode_spans(spans).SerializeToString() for spans in sent)
+    exporter, registry = InMemorySpanExporter(), CollectorRegistry()
+    service = _service(tmp_path, exporter, registry)
+    service.durable.wal.slow_s = 0.05
+    try:
+        with caplog.at_level(logging.WARNING, logger="otel_agent_eval.serve.wal"):
+            hanging.set()
+            answers: list[int] = []
+            waiting = threading.Thread(target=lambda: answers.append(post(service, a)[0]))
+            waiting.start()  # its sync hangs
+            wait_for(lambda: not service.durable.wal.has_room(), timeout_s=30, what="the sync to be slow")
+            status, headers, _ = post(service, b)
+            assert status == 429 and headers["Retry-After"] == "1"
+            assert _total(registry, "agent_eval_serve_wal_refused_requests_total") == 1
+            refused = [s.value for f in registry.collect() for s in f.samples
+                       if s.name == "agent_eval_serve_wal_refused_requests_total" and s.labels["reason"] == wal.SLOW]
+            assert refused == [1]
+            assert [r.getMessage() for r in caplog.records] == [
+                f"otel-agent-eval serve: the write-ahead log in {tmp_path} has been syncing for over 0.05 s (a slow disk): "
+                "requests are refused with a retryable answer until the sync returns "
+                "(agent_eval_serve_wal_refused_total{reason='disk_slow'})"]
+            assert answers == []  # the first is answered only once its sync returns
+            returns.set()
+            waiting.join(30)
+            assert answers == [200]
+            assert post(service, b)[0] == 200  # the sender's retry
+            assert "takes records again" in caplog.records[-1].getMessage()
+        assert service.drain()
+        forwarded = [key(s) for s in exporter.get_finished_spans()]
+        assert sorted(forwarded) == sorted(key(s) for spans in sent for s in spans) and len(forwarded) == 2 * REQUEST_SPANS
+    finally:
+        returns.set()
         service.stop()

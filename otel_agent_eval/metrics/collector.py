@@ -27,6 +27,7 @@ from ..core.runs import AGENT_RUN
 from ..core.scoring import CallScore, StaticScore
 from . import budget as b
 from . import names as n
+from .carried import Carried, take
 from .families import catalog_families, family, label_text
 from .histogram import COST_BUCKETS_USD, DURATION_BUCKETS_S, BucketCounts
 from .judge import JudgeMetrics
@@ -155,6 +156,7 @@ class EvalMetrics:
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
         self.judge: JudgeMetrics | None = None  # the online judge's families, when one runs (`start_judging`)
+        self.carried: Carried | None = None  # what a killed process had counted (`restore`, `serve --wal-dir`)
         self.registry = registry
         self.closed = False
         if registry is not None:
@@ -205,6 +207,7 @@ class EvalMetrics:
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
         self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
         self.dropped_downstream = Tally()
+        self.carried = None
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
             self.mirror.catalog_fallback(self._catalog_fallback)  # the child scores with the parent's catalog
@@ -501,14 +504,52 @@ class EvalMetrics:
 
     def families(self) -> Iterator[Metric]:
         """Every family as it stands now (what `collect` gives after its `before_collect`)."""
+        yield from self._evaluated()
+        judge = self.judge
+        if judge is not None:
+            yield from judge.families()
+
+    def monotonic_state(self) -> Callable[[], bytes]:
+        """The counters and histograms of the evaluation as they stand now, carried ones included: copied now (a few
+        dict copies, so that whoever holds the evaluation still does so briefly), made into `carried.take`'s bytes
+        by the call returned. Not the judge's: it judges apart from the requests, and a `--workers` worker writes
+        them to its files apart."""
+        copy = self._copy()
+        return lambda: take(self._with_carried(self._families_of(copy)))
+
+    def restore(self, state: bytes) -> None:
+        """Start from a killed process's `monotonic_state` (ValueError: not one); its series take their share of the
+        sample budget, so that a process started again many times still exposes a bounded number."""
+        carried = Carried.load(state)
+        with self._lock:
+            self.budget.charge(carried.samples)
+            self.carried = carried
+
+    def _evaluated(self) -> Iterator[Metric]:
+        """The families of the evaluation, with what a killed process had counted added (`carried`)."""
+        return self._with_carried(self._families_of(self._copy()))
+
+    def _with_carried(self, own: Iterator[Metric]) -> Iterator[Metric]:
+        return own if self.carried is None else self.carried.apply(own)
+
+    def _copy(self) -> tuple[Any, ...]:
+        """What the families are made of, copied under the lock (the lock-free tallies read with it)."""
         with self._lock:
             tools = [(s.labels, dict(s.calls), s.window.snapshot(n.QUANTILES), s.excess_latency_s, s.slo_violations,
                       tuple(s.context)) for s in self._series.values()]
             durations = [(labels, hist.copy()) for labels, hist in self._durations.items()]
             runs = [(key, series.copy()) for key, series in self._runs.items()]
-            counters, closed_early, catalog = Counter(self.counters), Counter(self.closed_early), self.catalog
+            counters = {**self.counters, "spans_scored": self.scored, "spans_seen": self.seen.value,
+                        "spans_ignored": self.ignored.value, "spans_unscored": self.unscored.value,
+                        "tool_calls_unscored": self.tool_calls_unscored.value,
+                        "spans_dropped_downstream": self.dropped_downstream.value}
+            closed_early, catalog = Counter(self.closed_early), self.catalog
             missing_tools, missing_models = Counter(self._missing_tools), Counter(self._missing_models)
             llm_sources = Counter(self.llm_price_sources)
+        return tools, durations, runs, counters, closed_early, catalog, missing_tools, missing_models, llm_sources
+
+    def _families_of(self, copy: tuple[Any, ...]) -> Iterator[Metric]:
+        tools, durations, runs, counters, closed_early, catalog, missing_tools, missing_models, llm_sources = copy
         yield from self._tool_families(tools, durations)
         for spec, missing in ((n.CATALOG_UNKNOWN_TOOL_CALLS, missing_tools), (n.CATALOG_UNPRICED_MODEL_CALLS, missing_models)):
             coverage = family(spec)
@@ -526,9 +567,6 @@ class EvalMetrics:
         fallback = family(n.CATALOG_FALLBACK)
         fallback.add_metric([], 1.0 if self.catalog_fallback else 0.0)
         yield fallback
-        judge = self.judge
-        if judge is not None:
-            yield from judge.families()
 
     def start_judging(self) -> JudgeMetrics:
         """The judge's families, exposed from now on (in multiprocess mode written to the files as they change)."""
@@ -600,10 +638,7 @@ class EvalMetrics:
         yield from (calls, cost, excess_cost, context_tokens, context_cost, context_calls, excess_latency, slo, scores, duration,
                     latency)
 
-    def _self_families(self, counters: Counter[str], closed_early: Counter[str]) -> Iterator[Metric]:
-        values = {**counters, "spans_scored": self.scored, "spans_seen": self.seen.value, "spans_ignored": self.ignored.value,
-                  "spans_unscored": self.unscored.value, "tool_calls_unscored": self.tool_calls_unscored.value,
-                  "spans_dropped_downstream": self.dropped_downstream.value}
+    def _self_families(self, values: dict[str, int], closed_early: Counter[str]) -> Iterator[Metric]:
         for name, doc in n.SELF_COUNTERS.items():
             yield CounterMetricFamily(n.SELF_PREFIX + name, doc, value=values.get(name, 0))
         closed = family(n.RUNS_CLOSED_EARLY)

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -59,6 +60,7 @@ class Forwarder:
         self._closed = False
         self.handed = 0  # spans ever `put` (first in, first out: the n-th span handed is the n-th settled)
         self.settled = 0  # spans ever counted exported, failed or abandoned (`ack.py` waits on these two)
+        self.on_settled: Callable[[], object] | None = None  # after an export settled, on this thread (`durable.py`)
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-forward", daemon=True)
         self._worker.start()
         self._logged: set[str] = set()
@@ -199,11 +201,17 @@ class Forwarder:
 
     def _count(self, outcome: str, spans: list[ReadableSpan]) -> None:
         with self._changed:
-            if not self._closed:  # else a shutdown counted them abandoned
-                self.metrics.forwarded(outcome, len(spans))
-                self._in_export -= len(spans)
-                self.settled += len(spans)
-                self._changed.notify_all()
+            if self._closed:  # a shutdown counted them abandoned
+                return
+            self.metrics.forwarded(outcome, len(spans))
+            self._in_export -= len(spans)
+            self.settled += len(spans)
+            self._changed.notify_all()
+        if self.on_settled is not None:
+            try:
+                self.on_settled()
+            except Exception:  # noqa: BLE001 - forwarding goes on; the next settle or checkpoint records it
+                logger.exception("otel-agent-eval serve: recording the forwarding progress failed")
 
     def _log_failure(self, failure: str, batch: list[ReadableSpan]) -> None:
         """One line for the first failure of each kind; the rest are only counted."""

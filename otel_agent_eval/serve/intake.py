@@ -49,7 +49,7 @@ class Intake:
         self.pipeline = pipeline
         self.limit = limit
         self._forward = forward
-        self._on_seen = on_seen
+        self.on_seen = on_seen  # after each span's evaluation (`metrics.seen`); `durable.py` swaps it during a replay
         self._agent_of = agent_start_reader(pipeline)
         self._batches: deque[list[ReadableSpan]] = deque()
         self._queued = 0  # spans waiting or being evaluated
@@ -59,6 +59,9 @@ class Intake:
         self._stopping = False
         self.on_done: Callable[[int], object] | None = None  # after each batch, with its span count (`serve --workers`)
         self.evaluating = 0  # the number of the batch being evaluated and handed on; 0 between batches (`durable.py`)
+        # held while a batch (or the idle closing of runs) is evaluated and counted: whoever holds it reads the metrics
+        # at a point where every batch up to `evaluated_batches` is counted and none after (`durable.py`'s checkpoints)
+        self.evaluation = threading.Lock()
         self._worker = threading.Thread(target=self._run, name="otel-agent-eval-serve-intake", daemon=True)
         self._worker.start()
 
@@ -155,18 +158,20 @@ class Intake:
                 else:
                     batch = self._batches.popleft()
             if batch is None:  # a quiet while: no new trace comes to close the runs idle past the TTL
-                self._hand_on(self.pipeline.expire())
+                with self.evaluation:
+                    self._hand_on(self.pipeline.expire())
                 continue
-            self.evaluating = self._taken + 1
-            try:
-                self._evaluate(batch)
-            except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
-                logger.exception("otel-agent-eval serve: evaluating a request failed; the service goes on")
-            self.evaluating = 0
-            with self._changed:
-                self._queued -= len(batch)
-                self._taken += 1
-                self._changed.notify_all()
+            with self.evaluation:
+                self.evaluating = self._taken + 1
+                try:
+                    self._evaluate(batch)
+                except Exception:  # noqa: BLE001 - the pipeline catches its own; this is a last resort
+                    logger.exception("otel-agent-eval serve: evaluating a request failed; the service goes on")
+                self.evaluating = 0
+                with self._changed:
+                    self._queued -= len(batch)
+                    self._taken += 1
+                    self._changed.notify_all()
             if self.on_done is not None:
                 try:
                     self.on_done(len(batch))
@@ -174,7 +179,7 @@ class Intake:
                     logger.exception("otel-agent-eval serve: reporting an evaluated batch failed")
 
     def _evaluate(self, batch: list[ReadableSpan]) -> None:
-        self._hand_on(evaluated(self.pipeline, batch, self._agent_of, self._on_seen))
+        self._hand_on(evaluated(self.pipeline, batch, self._agent_of, self.on_seen))
 
     def _hand_on(self, spans: list[ReadableSpan]) -> None:
         if spans:

@@ -88,9 +88,7 @@ class Receiving:
                 self.metrics.spans(transport, "refused", reserved)
                 return self._answer(transport, Answer(FULL, f"the write-ahead log cannot take it now ({why}); "
                                                       f"retry after {self.retry_after_s}s"))
-        batch = intake.admit(spans, reserved)
-        if self.log is not None:
-            self.log.admitted(seq, batch, spans)
+        batch = intake.admit(spans, reserved) if self.log is None else self.log.admit(seq, spans, reserved)
         self._count_taken(transport, taken, problems)
         if self.ack is not None and not self.ack.wait(batch):
             return self._not_forwarded(transport)

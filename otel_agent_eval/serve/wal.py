@@ -22,7 +22,8 @@ What reading recovers, each with one log line and a count in `Recovery` (`agent_
 Bounds: a log holds at most `max_bytes` (`append` refuses beyond it: the sender is told to retry) and segments
 are deleted once no record in them is needed (`release`). A full disk (ENOSPC, EDQUOT) cuts the segment back to
 its last whole record and refuses the append, counted `disk_full`, logged once until an append succeeds again;
-so does any other failed write or sync. A sync slower than `slow_s` refuses new appends until it returns.
+so does any other failed write or sync. A sync slower than `slow_s` refuses new appends until it returns (counted
+`disk_slow`, logged once until an append succeeds again).
 
 Fsync policies (`--wal-fsync`): `always` (the default) syncs before every answer, one sync for all the appends
 waiting at that moment (group commit): a power cut loses nothing acknowledged. `never` leaves it to the
@@ -258,12 +259,14 @@ class WriteAheadLog:
             return SLOW
         return None
 
-    def append(self, kind: bytes, payload: bytes, *, bounded: bool = True) -> str | None:
+    def append(self, kind: bytes, payload: bytes, *, bounded: bool = True, sync: bool = True) -> str | None:
         """Write one record and sync it by the policy; None when done, else why it was refused (nothing written).
-        `bounded=False` for the few bytes that let the log shrink (a checkpoint): written past `max_bytes` too."""
-        return self.append_at(kind, payload, bounded=bounded)[0]
+        `bounded=False` for the few bytes that let the log shrink (a checkpoint): written past `max_bytes` too, and
+        a refusal not counted (no request was refused). `sync=False`: written, never synced for itself (a record
+        whose loss costs nothing but duplicates); the next sync covers it."""
+        return self.append_at(kind, payload, bounded=bounded, sync=sync)[0]
 
-    def append_at(self, kind: bytes, payload: bytes, *, bounded: bool = True) -> tuple[str | None, int]:
+    def append_at(self, kind: bytes, payload: bytes, *, bounded: bool = True, sync: bool = True) -> tuple[str | None, int]:
         """`append`, and the number of the segment the record went to (0 when refused)."""
         record = encode(kind, payload)
         with self._lock:
@@ -271,15 +274,15 @@ class WriteAheadLog:
             if why is None:
                 why = self._write(record)
             if why is not None:
-                self._refuse(why)
+                self._refuse(why, bounded)
                 return why, 0
             end, segment = self._written, self._number
-        if self.fsync == ALWAYS:
+        if sync and self.fsync == ALWAYS:
             why = self._sync(end)
             if why is not None:
-                self._refuse(why)
+                self._refuse(why, bounded)
                 return why, 0
-        if self._failing is not None:
+        if self._failing is not None and bounded:
             logger.warning("otel-agent-eval serve: the write-ahead log in %s takes records again", self.directory)
             self._failing = None
         return None, segment
@@ -332,8 +335,14 @@ class WriteAheadLog:
             self._failing = why
         return why
 
-    def _refuse(self, why: str) -> None:
-        self.refused[why] += 1
+    def _refuse(self, why: str, counted: bool = True) -> None:
+        if why == SLOW and self._failing != SLOW:
+            logger.warning("otel-agent-eval serve: the write-ahead log in %s has been syncing for over %g s (a slow disk): "
+                           "requests are refused with a retryable answer until the sync returns "
+                           "(agent_eval_serve_wal_refused_total{reason=%r})", self.directory, self.slow_s, SLOW)
+            self._failing = SLOW
+        if counted:
+            self.refused[why] += 1
 
     # -- release ----------------------------------------------------------------------------------
 

@@ -145,6 +145,7 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
         from dataclasses import replace
 
         config = replace(config, wal_dir=os.path.join(config.wal_dir, f"worker-{options['index']}"))
+        _metric_files_of_worker(options["index"])
     service = Service(config, settings=options["settings"], catalog=options["catalog"], registry=None)
     pipeline, metrics, intake, forwarder = service.pipeline, service.metrics, service.intake, service.forwarder
     closed = Counter(n.RUNS_CLOSED_EARLY.name, n.RUNS_CLOSED_EARLY.help, list(n.RUNS_CLOSED_EARLY.labels), registry=None)
@@ -177,6 +178,16 @@ def _build(options: dict[str, Any], parent: _Parent) -> tuple[Any, Any]:
     service.serve_metrics.on_forwarded = lambda outcome, spans: parent.send("fwd", outcome, spans)
     service.replay()  # with --wal-dir: what this worker's last process left
     return service, sync
+
+
+def _metric_files_of_worker(index: int) -> None:
+    """With a log, the metric files are the worker's, not its process's: one started again after a crash restores the
+    metric state of its log's last checkpoint and replays the rest (`durable.py`), so its counts are at least the killed
+    one's, and it overwrites that one's files rather than adding files beside them (which the parent would sum: twice).
+    Until its first write, after the replay, the parent sums the killed one's last values: no counter goes back."""
+    from prometheus_client import values
+
+    values.ValueClass = values.MultiProcessValue(lambda: f"worker{index}")
 
 
 def _flush_every(sync: Any, stopping: threading.Event) -> None:
@@ -219,19 +230,23 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
         except Exception as exc:  # noqa: BLE001 - never lose the reply
             spans, problems = [], [f"unreadable ({type(exc).__name__})"]
         durable, seq, offered = service.durable, 0, len(spans)
-        if durable is not None and spans:  # logged before it is admitted and answered
+        logged = durable is not None and bool(spans)
+        if logged:  # logged before it is admitted and answered
             spans = durable.fresh(spans)  # a resend of what the log replayed: taken once
             seq, why = durable.log(data, "application/x-protobuf" if body_kind == KIND_PROTOBUF else "application/json",
                                    "identity", offered)
             if why is not None:
                 parent.send("reply", request_id, -1, problems)  # refused: the parent answers retryable
                 continue
-        admitted = service.intake.offer(spans)
-        if durable is not None and spans:
-            durable.admitted(seq, service.intake.admitted if admitted else 0, spans)
+        if logged:  # admitted and noted as one step; a resend whose spans were all taken before too, noted as well
+            admitted = service.intake.reserve(len(spans))
+            batch = durable.admit(seq, spans if admitted else [], len(spans) if admitted else 0)
+        else:
+            admitted = service.intake.offer(spans)
+            batch = service.intake.admitted
         taken = offered if admitted else -1  # the parent reserved room: -1 is never expected (duplicates count as taken)
         if admitted and spans and acks is not None:  # answered once forwarded; a 5th item True: not within the wait
-            acks.later(service.intake.admitted, lambda forwarded, r=request_id, t=taken, p=problems:
+            acks.later(batch, lambda forwarded, r=request_id, t=taken, p=problems:
                        parent.send("reply", r, t, p, not forwarded))
         else:
             parent.send("reply", request_id, taken, problems)
