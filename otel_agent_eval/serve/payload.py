@@ -70,8 +70,11 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
     return kind, decompressed(body, encoding, limit)
 
 
-def protobuf_spans(data: bytes, *, keep: bool = False, noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
-    request = _protobuf_request(data, keep)
+def protobuf_spans(data: bytes, *, keep: bool = False, noise: list[str] | None = None,
+                   accepted: bool = False) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of an inflated protobuf request; `accepted`: bytes checked (or parsed by upb) before, by the process
+    that split them (`serve --workers`): not checked again."""
+    request = Request(None, 0, keep=keep, data=data) if accepted else _protobuf_request(data, keep)
     request.noise = noise
     return request.spans()
 
