@@ -27,6 +27,7 @@ from test_native_reader import described, requests
 from noise_traces import traces
 from otel_agent_eval.otlp import proto_spans
 from otel_agent_eval.otlp.json_spans import SpanProblem
+from otel_agent_eval.otlp.messages import _varint as varint
 from otel_agent_eval.serve import payload
 from otel_agent_eval.serve.payload import PROTOBUF, PayloadError, read_request
 
@@ -110,15 +111,6 @@ def tree(data: bytes, descriptor: Any) -> list[list[Any]]:
                 value = (tree(value, field.message_type), field.message_type)
         out.append([number, wt, value])
     return out
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def written(nodes: list[list[Any]]) -> bytes:
