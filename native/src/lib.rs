@@ -5,6 +5,7 @@
 //! models (then the Python twin does the work, with its own words for any problem). Property tests hold the two equal.
 use pyo3::prelude::*;
 
+mod check;
 mod proto;
 mod spans;
 mod split;
@@ -12,6 +13,7 @@ mod write;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    check::register(m)?;
     proto::register(m)?;
     split::register(m)?;
     write::register(m)

@@ -2,8 +2,8 @@
 //! builds them from the upb-parsed message (same `__dict__`, contexts, attributes, events, links, status; with
 //! `keep`, a `MessageSpan` with its serialized message and `Origin`).
 //!
-//! It reads the wire format itself (zero-copy slices over the input) and is only called on bytes upb has already
-//! parsed, so the input is valid protobuf with valid UTF-8. What it does not model as upb does, it hands back
+//! It reads the wire format itself (zero-copy slices over the input) and is only called on bytes upb accepts
+//! (checked as upb checks them by `check.rs`, or parsed by upb), so the input is valid protobuf with valid UTF-8. What it does not model as upb does, it hands back
 //! (`None`): a singular sub-message written more than once (resource, scope, a span's status, a KeyValue's value,
 //! an AnyValue's array or kvlist: protobuf merges those), and anything its reader refuses. A span's message is its bytes as they
 //! came (upb writes the same bytes back for the canonical encoding every OpenTelemetry SDK writes).
@@ -213,6 +213,7 @@ fn any_value<'a, 'py>(py: Python<'py>, cache: &mut Cache<'a>, b: &'a [u8], depth
                 if f == 5 { Kind::Array(b) } else { Kind::KvList(b) }
             }
             (7, 2) => Kind::Bytes(r.ld()?),
+            (8, 0) => return Err(Fail::Unmodelled), // string_value_strindex (profiles' string table): the Python reader's
             (_, wt) => {
                 r.skip(wt)?;
                 continue;
@@ -637,7 +638,7 @@ fn request<'a, 'py>(
     Ok(())
 }
 
-/// `(spans, problems)` of one serialized `ExportTraceServiceRequest` that upb parsed, as
+/// `(spans, problems)` of one serialized `ExportTraceServiceRequest` that upb accepts, as
 /// `proto_spans.spans_of_request(parsed(data), keep=keep)` gives them; `None` where that reader must read it.
 /// With `keep` and `noise` (the attribute keys that make a span typed, `core.noise.typed_keys`), a span that cannot
 /// matter is a `messages.Noise` (its facts, kept message and origin) instead of a span.

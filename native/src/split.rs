@@ -2,9 +2,10 @@
 //! `split_protobuf` builds them with upb (`serve --workers`): a span goes to worker `trace_id % workers` (0 when its id is not 16
 //! bytes), each worker's request keeps the resource and scope of its spans and their schema URLs, and nothing else.
 //!
-//! Called only on bytes upb has parsed. The parts are spans' bytes as they came, framed anew: they parse to the
-//! requests upb would write (byte-equal for the canonical encoding SDKs write). A resource or scope written twice
-//! (protobuf merges them) or anything the wire reader refuses is handed back (`None`).
+//! Called only on bytes upb accepts (checked as upb checks them by `check.rs`, or parsed by upb). The parts are
+//! spans' bytes as they came, framed anew: they parse to the requests upb would write (byte-equal for the canonical
+//! encoding SDKs write). A resource or scope written twice (protobuf merges them) or anything the wire reader refuses
+//! is handed back (`None`).
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 

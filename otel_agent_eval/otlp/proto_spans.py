@@ -11,8 +11,11 @@ receiver can count a request's spans and refuse it before building any (`parsed`
 (the ids are checked here), reading each upb field once.
 
 The native reader (`native/`, Rust, built by the install where a Rust toolchain is present) reads the
-same bytes into the same spans about five times faster; it runs only on bytes upb has parsed and hands
-back (None) what it does not model as upb does, which this module then reads (`native.py`).
+same bytes into the same spans about five times faster; it runs only on bytes checked as upb checks them
+and hands back (None) what it does not model as upb does, which this module then reads (`native.py`).
+Where it is in use, the bytes are checked and their spans counted natively too (`checked`: the one parse
+of a request, `native/src/check.rs`, with the installed schema), and upb parses only what that refuses
+(for its words) or what the native reader hands back.
 
     >>> spans, problems = spans_of_message(data)
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.internal import api_implementation
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
@@ -32,7 +37,7 @@ from . import native
 from .json_spans import HAS_IS_REMOTE, IS_REMOTE, KINDS, MAX_DEPTH, UNSET, SpanProblem
 from .messages import MessageSpan, Origin
 
-__all__ = ["parsed", "span_count", "spans_of_message", "spans_of_request"]
+__all__ = ["checked", "parsed", "span_count", "spans_of_message", "spans_of_request"]
 
 _OK = Status(StatusCode.OK)  # immutable: shared, as UNSET is
 _ERROR = StatusCode.ERROR
@@ -47,13 +52,72 @@ _new = object.__new__
 _native = native.reader("spans_of_message")
 
 
+def _counter_schema(root: Any) -> tuple[list[list[tuple[int, int, int]]], tuple[int, int]]:
+    """The installed schema of the message `root` as `native/src/check.rs` takes it: per message, its fields as
+    (number, kind, sub-message index); and the field counted (ScopeSpans.spans). Every `string` is checked as UTF-8
+    (upb checks proto3's; were one not checked there, a request would only be handed to upb), and what the checker
+    does not model (groups, repeated scalars, which may be packed) hands a request that holds it to upb."""
+    index: dict[str, int] = {}
+    order: list[Any] = []
+
+    def number_of(descriptor: Any) -> int:
+        if descriptor.full_name not in index:
+            index[descriptor.full_name] = len(order)
+            order.append(descriptor)
+        return index[descriptor.full_name]
+
+    number_of(root)
+    messages: list[list[tuple[int, int, int]]] = []
+    while len(messages) < len(order):
+        fields = []
+        for field in order[len(messages)].fields:
+            kind = _WIRE_KINDS.get(field.type, _UNMODELLED)
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                fields.append((field.number, kind, number_of(field.message_type)))
+                continue
+            if field.is_repeated and field.type not in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+                kind = _UNMODELLED
+            fields.append((field.number, kind, 0))
+        messages.append(fields)
+    scope_spans = root.fields_by_name["resource_spans"].message_type.fields_by_name["scope_spans"].message_type
+    return messages, (index[scope_spans.full_name], scope_spans.fields_by_name["spans"].number)
+
+
+_UNMODELLED = 99
+_WIRE_KINDS = {
+    **dict.fromkeys((FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_INT32,
+                     FieldDescriptor.TYPE_BOOL, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_ENUM,
+                     FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64), 0),
+    **dict.fromkeys((FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64), 1),
+    **dict.fromkeys((FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32), 5),
+    FieldDescriptor.TYPE_BYTES: 2, FieldDescriptor.TYPE_STRING: 9, FieldDescriptor.TYPE_MESSAGE: 11,
+}
+
+
+def _span_counter() -> Any:
+    """The native checker, where the native reader is in use and protobuf parses with upb (whose rules it follows)."""
+    counter = native.reader("SpanCounter")
+    if counter is None or api_implementation.Type() != "upb":
+        return None
+    return counter(*_counter_schema(ExportTraceServiceRequest.DESCRIPTOR))
+
+
+_counter = _span_counter()
+
+
+def checked(data: bytes) -> int | None:
+    """The spans of a serialized `ExportTraceServiceRequest`, its bytes checked as upb's parse checks them, without
+    parsing it into a message; None where upb must parse it (it refuses the bytes, or no native checker is in use)."""
+    return _counter(data) if _counter is not None else None
+
+
 def spans_of_message(data: bytes, *, keep: bool = False, noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of one serialized `ExportTraceServiceRequest`, and why any were skipped.
 
     With `keep`, spans keep their serialized messages, to be forwarded as they came (`messages.MessageSpan`).
     `noise`: see `spans_of_request`. Raises `SpanProblem` when the bytes are not such a message.
     """
-    return spans_of_request(parsed(data), keep=keep, data=data, noise=noise)
+    return spans_of_request(None if checked(data) is not None else parsed(data), keep=keep, data=data, noise=noise)
 
 
 def parsed(data: bytes) -> Any:
@@ -72,13 +136,16 @@ def span_count(request: Any) -> int:
 def spans_of_request(request: Any, *, keep: bool = False, data: bytes | None = None,
                      noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
     """The spans of a parsed `ExportTraceServiceRequest` (`parsed`), and why any were skipped; given `data`, the bytes
-    it was parsed from, the native reader reads those when it is in use (the same spans). With `keep` and `noise`
+    it was parsed from, the native reader reads those when it is in use (the same spans). `request` may be None
+    for bytes `checked` accepted: upb parses them only if the native reader hands them back. With `keep` and `noise`
     (`core.noise.pipeline_keys`), the native reader passes a span that cannot matter as a `messages.Noise`, built
     no further (`serve`'s fast path); this reader builds every span."""
     if data is not None and _native is not None:
         read = _native(data, keep, noise if keep else None)
         if read is not None:
             return read
+    if request is None:
+        request = parsed(data)
     spans: list[ReadableSpan] = []
     problems: list[str] = []
     for entry in request.resource_spans:

@@ -168,9 +168,9 @@ def _session_keeping_ca():  # noqa: ANN202 - a requests.Session
     variables override a session's `verify` (psf/requests#3829), so on a host that sets them
     (many container images do) `--forward-ca-file` would be ignored.
     """
-    import requests
+    from .message_export import SettledSession  # the environment read once, not on every request
 
-    class KeepCa(requests.Session):
+    class KeepCa(SettledSession):
         def merge_environment_settings(self, url, proxies, stream, verify, cert):  # noqa: ANN001, ANN202
             settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
             if verify is None and isinstance(self.verify, str):

@@ -15,7 +15,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from ..otlp.json_spans import SpanProblem, decode, spans_of_request
-from ..otlp.proto_spans import parsed
+from ..otlp.proto_spans import checked, parsed
 from ..otlp.proto_spans import span_count as message_span_count
 from ..otlp.proto_spans import spans_of_request as spans_of_parsed
 
@@ -70,8 +70,11 @@ def checked_body(body: bytes, content_type: str, encoding: str = "identity", *,
     return kind, decompressed(body, encoding, limit)
 
 
-def protobuf_spans(data: bytes, *, keep: bool = False, noise: list[str] | None = None) -> tuple[list[ReadableSpan], list[str]]:
-    request = _protobuf_request(data, keep)
+def protobuf_spans(data: bytes, *, keep: bool = False, noise: list[str] | None = None,
+                   accepted: bool = False) -> tuple[list[ReadableSpan], list[str]]:
+    """The spans of an inflated protobuf request; `accepted`: bytes checked (or parsed by upb) before, by the process
+    that split them (`serve --workers`): not checked again."""
+    request = Request(None, 0, keep=keep, data=data) if accepted else _protobuf_request(data, keep)
     request.noise = noise
     return request.spans()
 
@@ -81,7 +84,7 @@ def json_spans(data: bytes) -> tuple[list[ReadableSpan], list[str]]:
 
 
 class Request:
-    """A request read as far as counting its spans (parsed, not built into spans): `count`, then `spans()`."""
+    """A request read as far as counting its spans (checked or parsed, not built into spans): `count`, then `spans()`."""
 
     __slots__ = ("count", "_message", "_json", "_keep", "_data", "noise")
 
@@ -113,6 +116,11 @@ def read_request(body: bytes, content_type: str, encoding: str = "identity", *, 
 
 
 def _protobuf_request(data: bytes, keep: bool) -> Request:
+    """Checked and counted once: by the native checker where it is in use (the native reader then reads the same
+    bytes), else by upb's parse; upb parses what the checker refuses, for its words."""
+    count = checked(data)
+    if count is not None:
+        return Request(None, count, keep=keep, data=data)
     try:
         message = parsed(data)
         return Request(message, message_span_count(message), keep=keep, data=data)

@@ -2,8 +2,9 @@
 
 `serve --workers N` routes a span to worker `trace_id % N`. Splitting never builds SDK spans:
 protobuf is parsed by the generated message (upb, in C) and one `ExportTraceServiceRequest`
-per worker is built with the resource and scope of the spans it takes (by the native reader's
-`split_by_trace` from the same bytes when it is in use: the same requests, framed from the spans' bytes); JSON is read with
+per worker is built with the resource and scope of the spans it takes (where the native reader is in use, the bytes
+are checked as upb checks them, `proto_spans.checked`, and `split_by_trace` frames the same requests from the spans'
+bytes, without a upb parse); JSON is read with
 orjson and written back per worker. The worker decodes its part with the same readers as a
 single process (`payload.py`), so a span reads the same either way, and a span that cannot
 be read is reported by the worker in the same words. Whatever cannot be routed (an id that
@@ -27,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ..otlp import native
 from ..otlp.json_spans import _get, _resource, _scope, otlp_id
+from ..otlp.proto_spans import checked
 from .payload import PROTOBUF, PayloadError
 
 __all__ = ["NoRoom", "Part", "split_body"]
@@ -57,19 +59,19 @@ def _check(room: Callable[[list[int]], bool] | None, counts: list[int]) -> None:
 
 
 def split_protobuf(data: bytes, workers: int, room: Callable[[list[int]], bool] | None = None) -> list[Part]:
+    if _native_split is not None and checked(data) is not None:  # checked as upb parses: the same parts, no upb parse
+        counts = _native_counts(data, workers)  # (None: not modelled there)
+        if counts is not None:
+            _check(room, counts)
+            parts = _native_split(data, workers)
+            if parts is not None:
+                return parts
     try:
         request = ExportTraceServiceRequest.FromString(data)
     except (DecodeError, RuntimeWarning, ValueError) as exc:  # the words of otlp/proto_spans.py
         raise PayloadError(f"not an OTLP ExportTraceServiceRequest ({exc})") from None
     except RecursionError:
         raise PayloadError("not an OTLP ExportTraceServiceRequest (nested too deeply)") from None
-    if _native_split is not None:  # the same parts from the bytes upb has just parsed (None: not modelled there)
-        counts = _native_counts(data, workers)
-        if counts is not None:
-            _check(room, counts)
-            parts = _native_split(data, workers)
-            if parts is not None:
-                return parts
     routes: list[list[list[int]]] = []  # per resource, per scope: each span's worker
     counts = [0] * workers
     for entry in request.resource_spans:

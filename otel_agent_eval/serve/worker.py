@@ -222,7 +222,8 @@ def _serve(service: Any, inp: IO[bytes], parent: _Parent, sync: Any, acks: Any =
         request_id, body_kind = BATCH_HEADER.unpack_from(payload)
         data = payload[BATCH_HEADER.size:]
         try:
-            spans, problems = (protobuf_spans(data, keep=service.keep_messages, noise=service.receiving.noise())
+            spans, problems = (protobuf_spans(data, keep=service.keep_messages, noise=service.receiving.noise(),
+                                              accepted=True)  # the parent checked them
                                if body_kind == KIND_PROTOBUF
                                else json_spans(data))
         except PayloadError as exc:  # the parent read it already; a part that fails here is one problem
