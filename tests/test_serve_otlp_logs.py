@@ -44,13 +44,13 @@ def server():
 def judge_env(server: JudgeServer) -> dict[str, str]:
     return {**os.environ, "OTEL_AGENT_EVAL_CATALOG": "", "OTEL_AGENT_EVAL_JUDGE_MODEL": "judge-model",
             "OTEL_AGENT_EVAL_JUDGE_BASE_URL": server.base_url, "OTEL_AGENT_EVAL_JUDGE_SAMPLE_RATE": str(RATE),
-            "OTEL_AGENT_EVAL_JUDGE_MAX_PER_MINUTE": "1000"}
+            "OTEL_AGENT_EVAL_JUDGE_MAX_PER_MINUTE": "1000", "OTEL_AGENT_EVAL_JUDGE_ARGUMENTS": "false"}
 
 
-def judged_by_serve(server: JudgeServer, spans, *args: str) -> tuple[dict[str, float], str]:
-    """Run `serve` with `args` and the judge on, send the runs, wait for every run's outcome, stop it with SIGTERM;
-    the outcomes and what serve wrote on stderr."""
-    with serving(*FREE_PORTS, *args, env=judge_env(server)) as (process, where):
+def judged_by_serve(server: JudgeServer, spans, *args: str, **env: str) -> tuple[dict[str, float], str]:
+    """Run `serve` with `args` (and `env`) and the judge on, send the runs, wait for every run's outcome, stop it with
+    SIGTERM; the outcomes and what serve wrote on stderr."""
+    with serving(*FREE_PORTS, *args, env={**judge_env(server), **env}) as (process, where):
         send(where["OTLP/HTTP"], spans)
         outcomes = _outcomes("")
         for _ in range(600):  # until every run has its outcome (workers write their files every second)
@@ -73,7 +73,8 @@ def test_each_judgement_reaches_the_next_hop_once_as_a_log_record_of_its_run(ser
     with running_endpoint(protocol) as endpoint:
         hop = ("--forward-protocol", "grpc", "--forward-to", endpoint.url) if protocol == GRPC else (
             "--forward-to", endpoint.url)
-        outcomes, _ = judged_by_serve(server, spans, *hop, "--workers", workers)
+        # no export before the shutdown (the batch delay is an hour): SIGTERM's flush sends them all
+        outcomes, _ = judged_by_serve(server, spans, *hop, "--workers", workers, OTEL_BLRP_SCHEDULE_DELAY="3600000")
         records = endpoint.log_records()
         forwarded = endpoint.traces.spans()
     assert outcomes["judged"] == len(wanted) and sum(outcomes.values()) == RUNS

@@ -5,9 +5,9 @@ serve sets up no global LoggerProvider, so without this the judge's events went 
 the work: a `LoggerProvider` of serve's own (never the global one: an app embedding `Service` keeps its own),
 a `BatchLogRecordProcessor` (`OTEL_BLRP_*`) and the OTLP log exporter of the hop (`NextHop.log_exporter`: the
 same protocol, TLS and headers). Emitting only appends to the processor's bounded queue, so an endpoint that
-fails or hangs never holds up the judge, let alone the spans: its first failure is logged once (the SDK
-exporter's own warnings, which it repeats at most every 20 s, come on top) and the records of a failed batch are
-lost. The processor's thread starts only once the pipeline that emits was built (`start`), and `close` flushes
+fails or hangs never holds up the judge, let alone the spans: its first failure is logged once, in one line (the
+SDK exporter's own lines inside our exports, a retry warning and a failure a second while the hop is down, are kept
+back), and the records of a failed batch are lost. The processor's thread starts only once the pipeline that emits was built (`start`), and `close` flushes
 within the time it is given, never longer.
 
     >>> logs = OtlpLogs(hop, resource)                   # a provider, no thread yet
@@ -17,6 +17,7 @@ within the time it is given, never longer.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,24 @@ def emits_log_records(options: dict[str, Any]) -> bool:
     return judging or options.get("evaluation_events", "span") != "span"
 
 
+# The SDK exporters' loggers: the HTTP log exporter's (which its client logs through), the HTTP client's own, and the
+# gRPC exporters' (shared by every signal: only our exports' records are kept back, by thread, never the forwarder's)
+SDK_EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http._log_exporter", "opentelemetry.exporter.otlp.common.http",
+                        "opentelemetry.exporter.otlp.proto.grpc.exporter")
+_exporting = threading.local()
+
+
+class _QuietWhileExporting(logging.Filter):
+    """Keeps back what the SDK exporter logs inside our exports: it warns at every retry and fails at every batch
+    (its duplicate filter lets the two alternate), one or two lines a second while a hop is down; ours says it once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_exporting, "active", False)
+
+
+_QUIET = _QuietWhileExporting()
+
+
 class _FailingOnce(LogRecordExporter):
     """The hop's exporter, saying once (one line) that it could not send; the records of a failed batch are lost."""
 
@@ -48,14 +67,20 @@ class _FailingOnce(LogRecordExporter):
         self.exporter, self.url = exporter, url
         self.failed = 0  # batches the hop did not take
         self._told = False
+        for name in SDK_EXPORTER_LOGGERS:
+            if _QUIET not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_QUIET)
 
     def export(self, batch: Sequence[Any]) -> LogRecordExportResult:
+        _exporting.active = True
         try:
             result = self.exporter.export(batch)
         except Exception as exc:  # noqa: BLE001 - the processor's thread goes on
             result, why = LogRecordExportResult.FAILURE, f"{type(exc).__name__}: {exc}"
         else:
-            why = "the exporter gave up"
+            why = "the exporter gave up: refused, unreachable or no answer within --forward-timeout"
+        finally:
+            _exporting.active = False
         if result is not LogRecordExportResult.SUCCESS:
             self.failed += 1
             if not self._told:
