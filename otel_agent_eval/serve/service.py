@@ -213,6 +213,8 @@ class Service(Listening):
             self.otlp_logs = OtlpLogs(config.otlp_logs, own_resource())
             options["logger_provider"] = self.otlp_logs.provider
         self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False, **options)
+        if hasattr(self.pipeline.judge_run, "prepare"):  # deepeval imported now, before serving (and `collect_less`)
+            self.pipeline.judge_run.prepare()
         self.registry = registry
         self.serve_metrics = ServeMetrics(registry=registry)
         self.next_hop = config.hop
