@@ -5,11 +5,12 @@ minute, a 30 s timeout, the argument judge on) three ways, in the same run and i
 off; judging against an endpoint that hangs (every request held until the section ends); judging against an
 endpoint that answers (the scripted OpenAI-compatible server of the tests, `judge_server.py`, in this process).
 Each is fed the serve section's 512-span requests of whole demo agent runs (`serve.py`: its load, its counting
-sink as the next hop, its CPU readings from /proc), first for a warm-up, then for the measured window. The answering
-judge's warm-up lasts past the first minute: the cap allows 60 judgements in any 60 s, so a fresh process judges
-its first 60 runs as fast as the endpoint answers, then one a second. The figure is spans per CPU-second of the
-serve process over the window and the drain; the ratios are each judging variant's over the judge off's.
-Judgements (`agent_eval_judgements_total`) are read from serve's /metrics before it stops.
+sink as the next hop, its CPU readings from /proc), for a short warm-up, then for the measured window: a minute
+by default, because the cap allows 60 judgements in any 60 s, and against a local endpoint that answers at once a
+process judges 60 runs in the first seconds of each minute and then none; any minute holds the cap's 60. The
+figure is spans per CPU-second of the serve process over the window and the drain; the ratios are each judging
+variant's over the judge off's. Judgements (`agent_eval_judgements_total`) are read from serve's /metrics before
+it stops. serve makes the judge's model at its start (deepeval's import, `OnlineJudge.prepare`): not in the window.
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def one_variant(label: str, base_url: str | None, requests: list[tuple[bytes, in
 
 
 def serve_judge_section(seconds: float, connections: int, spans_per_request: int, runs: int, rounds: int,
-                        warm_s: float, answering_warm_s: float) -> dict[str, Any]:
+                        warm_s: float) -> dict[str, Any]:
     """Each variant `rounds` times, interleaved; the median spans per CPU-second of each and its ratio to the judge off."""
     requests = requests_of(spans_per_request, runs)
     servers = {"hanging": JudgeServer(respond=lambda _: Reply(hang=True)), "answering": JudgeServer()}
@@ -81,10 +82,9 @@ def serve_judge_section(seconds: float, connections: int, spans_per_request: int
     try:
         for round_ in range(rounds):
             for variant, label in VARIANTS:
-                warm = answering_warm_s if variant == "answering" else warm_s
                 server = servers.get(variant)
-                row = one_variant(label, server.base_url if server else None, requests, connections, warm, seconds)
-                rows.append({**row, "variant": variant, "label": label, "round": round_, "warm_s": warm})
+                row = one_variant(label, server.base_url if server else None, requests, connections, warm_s, seconds)
+                rows.append({**row, "variant": variant, "label": label, "round": round_})
     finally:
         for server in servers.values():
             server.close()
@@ -100,16 +100,15 @@ def serve_judge_section(seconds: float, connections: int, spans_per_request: int
     for s in summary:
         s["ratio"] = s["spans_per_cpu_s"] / off if off else None
     return {"spans_per_request": spans_per_request, "connections": connections, "seconds": seconds, "rounds": rounds,
-            "warm_s": warm_s, "answering_warm_s": answering_warm_s, "model": MODEL, "rows": rows, "summary": summary}
+            "warm_s": warm_s, "model": MODEL, "rows": rows, "summary": summary}
 
 
 def serve_judge_lines(j: dict[str, Any]) -> list[str]:
     """The section as the report prints it."""
     lines = [f"SERVE WITH THE JUDGE: one serve process, the judge's defaults (10 % sample, 60 a minute, 30 s timeout, "
              f"argument judge on), {j['spans_per_request']} spans a request, {j['connections']} connections for "
-             f"{j['seconds']:g} s after a warm-up ({j['warm_s']:g} s; answering {j['answering_warm_s']:g} s"
-             + (", past the first minute's burst" if j["answering_warm_s"] > 60 else "")
-             + f"), {j['rounds']} interleaved rounds, median; the serve process's CPU from /proc",
+             f"{j['seconds']:g} s after a {j['warm_s']:g}-s warm-up, {j['rounds']} interleaved rounds, median; the serve "
+             "process's CPU from /proc",
              f"  {'variant':28} {'spans per CPU-s':>16} {'range':>17} {'ratio':>6} {'judged/s':>9}  accounting"]
     for s in j["summary"]:
         low, high = s["range"]
