@@ -146,3 +146,28 @@ def test_two_serve_workers_and_a_re_run_choose_the_same_runs_as_one_process(serv
     assert judged_one == judged_two == judged_again == wanted  # the very runs, in every layout and re-run
     for outcomes in (one, two, again):
         assert outcomes == {**dict.fromkeys(OUTCOMES, 0.0), "judged": len(wanted), "sampled_out": RUNS - len(wanted)}
+
+
+def test_serve_makes_the_judges_model_at_its_start_and_one_without_a_key_is_still_counted_failed(server, monkeypatch):
+    def service(**options) -> Service:
+        return Service(ServeConfig(grpc_port=None, http_port=0, metrics_port=None, forward_delay_s=0.01),
+                       settings=Settings(metrics_enabled=False), registry=registry, exporter=InMemorySpanExporter(),
+                       judge_sample_rate=1.0, **options)
+
+    registry = CollectorRegistry()
+    made = service(judge_model="judge-model", judge_base_url=server.base_url)
+    try:
+        assert made.pipeline.judge_run.judge._judge is not None  # deepeval imported and the model made before serving
+    finally:
+        made.stop()
+    for name in ("OPENAI_API_KEY", "OTEL_AGENT_EVAL_JUDGE_API_KEY", "OTEL_AGENT_EVAL_JUDGE_API_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    registry = CollectorRegistry()
+    keyless = service(judge_model="gpt-4.1-mini").start()  # a hosted model without a key: serve starts all the same
+    try:
+        assert keyless.pipeline.judge_run.judge._judge is None
+        send(keyless.http.endpoint, agent_runs(3)[0])
+        assert keyless.drain(30) and keyless.pipeline.judge_run.flush(60)
+    finally:
+        keyless.stop()
+    assert registry.get_sample_value("agent_eval_judgements_total", {"outcome": "failed"}) == 3

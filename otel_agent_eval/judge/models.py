@@ -114,9 +114,20 @@ def _priced_model_class() -> type:
     from deepeval.models.utils import EvaluationCost
 
     class PricedOpenAIModel(OpenAIModel):
-        """deepeval's OpenAI client; unpriced calls keep their tokens and are priced by `core.prices`."""
+        """deepeval's OpenAI client; unpriced calls keep their tokens and are priced by `core.prices`. Its sync client
+        is made once and kept: deepeval makes a new one for every model call, and each loads the system's CA
+        certificates for its SSL context (about two thirds of a judgement's CPU, measured) and opens a new connection."""
 
         pricer: LLMPricer = LLMPricer({})
+        _kept_client: Any = None
+
+        def load_model(self, async_mode: bool = False) -> Any:
+            if async_mode:  # an async client belongs to its event loop: deepeval's own, made each time
+                return super().load_model(async_mode=True)
+            client = self._kept_client
+            if client is None:  # two threads at once may each make one: both work, one is kept
+                client = self._kept_client = super().load_model(async_mode=False)
+            return client
 
         def calculate_cost(self, input_tokens: int, output_tokens: int, audio_input_tokens: int = 0) -> Any:
             cost = super().calculate_cost(input_tokens, output_tokens, audio_input_tokens)

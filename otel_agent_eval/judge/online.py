@@ -259,6 +259,17 @@ class OnlineJudge:
                 except Exception as exc:  # noqa: BLE001
                     self._failed(stage, exc)
 
+    def prepare(self) -> None:
+        """Have the judge make what it needs now (deepeval's import and model, ~1.2 s of CPU) instead of at the first
+        judgement, if it can (`serve`: at its start, where it is frozen out of the collector's scans, not in the middle
+        of its load, sharing the GIL with the intake). Never raises."""
+        prepare = getattr(self.judge, "prepare", None)
+        if prepare is not None:
+            try:
+                prepare()
+            except Exception as exc:  # noqa: BLE001
+                self._failed("judge preparation", exc)
+
     # -- waiting and stopping -----------------------------------------------------------------------
 
     def flush(self, timeout_s: float = 30.0) -> bool:

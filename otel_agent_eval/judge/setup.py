@@ -42,7 +42,8 @@ def online_judge(pipeline: Any, metrics: Any, *, judge: Any = None, model: str |
 
 
 class _ModelJudge:
-    """deepeval's judge with a model by name, made once, on the first judgement's thread (not at the app's start)."""
+    """deepeval's judge with a model by name, made once, on the first judgement's thread (not at the app's start),
+    or when `prepare` is called."""
 
     def __init__(self, model: str, base_url: str | None, timeout_s: float, sample_rate: float,
                  catalog: Callable[[], Any], arguments: bool = True) -> None:
@@ -52,7 +53,18 @@ class _ModelJudge:
         self._judge: Any = None
         self._lock = threading.Lock()
 
+    def prepare(self) -> None:
+        """Make the model now (a process that only serves pays deepeval's import at its start); one that cannot be
+        made is left to the first judgement, which counts and logs the failure."""
+        try:
+            self._made()
+        except Exception:  # noqa: BLE001
+            pass
+
     def judge(self, request: Any) -> Any:
+        return self._made().judge(request)
+
+    def _made(self) -> Any:
         with self._lock:
             if self._judge is None:  # a model that cannot be made (no key) raises here each time: counted failed
                 from .deepeval_judge import DeepEvalJudge
@@ -62,4 +74,4 @@ class _ModelJudge:
                 llm = judge_model(self.model, base_url=self.base_url, timeout_s=self.timeout_s,
                                   models=getattr(catalog, "models", None))
                 self._judge = DeepEvalJudge(llm, sample_rate=self.sample_rate, arguments=self.arguments)
-        return self._judge.judge(request)
+            return self._judge

@@ -30,7 +30,7 @@ __all__ = ["GRPC", "HTTP_PROTOBUF", "PROTOCOLS", "NextHop", "parse_header"]
 
 HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
 PROTOCOLS = (HTTP_PROTOBUF, GRPC)  # the values of OTEL_EXPORTER_OTLP_PROTOCOL that serve can forward with
-TRACES_PATH, METRICS_PATH = "/v1/traces", "/v1/metrics"
+TRACES_PATH, METRICS_PATH, LOGS_PATH = "/v1/traces", "/v1/metrics", "/v1/logs"
 EXPORT_TIMEOUT_S = 10.0
 MAX_TIMEOUT_S = 3600  # the longest export timeout, and batch delay, that serve takes
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
@@ -127,12 +127,20 @@ class NextHop:
     def metrics_url(self) -> str:
         """Where metrics go on this hop: its URL with `/v1/metrics` for `/v1/traces` (HTTP), or as it is (gRPC, or an
         HTTP URL given for metrics); ValueError when an HTTP traces URL has another path, which says nothing of metrics."""
+        return self._signal_url(METRICS_PATH, "metrics", "--otlp-metrics-to")
+
+    @property
+    def logs_url(self) -> str:
+        """Where log records (the judge's events) go on this hop: as `metrics_url`, with `/v1/logs`."""
+        return self._signal_url(LOGS_PATH, "logs", "--otlp-logs-to")
+
+    def _signal_url(self, path: str, signal: str, flag: str) -> str:
         parts = urlsplit(self.url)
-        if self.protocol == GRPC or parts.path.endswith(METRICS_PATH):
+        if self.protocol == GRPC or parts.path.endswith(path):
             return self.url
         if not parts.path.endswith(TRACES_PATH):
-            raise ValueError(f"serve: cannot tell the metrics URL of {self.url} (no {TRACES_PATH} path); give --otlp-metrics-to")
-        return urlunsplit(parts._replace(path=parts.path[:-len(TRACES_PATH)] + METRICS_PATH))
+            raise ValueError(f"serve: cannot tell the {signal} URL of {self.url} (no {TRACES_PATH} path); give {flag}")
+        return urlunsplit(parts._replace(path=parts.path[:-len(TRACES_PATH)] + path))
 
     def metric_exporter(self):  # noqa: ANN201 - a MetricExporter (the SDK's metrics module is imported only here)
         """The SDK's OTLP metric exporter for this hop (temporality from OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE)."""
@@ -140,6 +148,13 @@ class NextHop:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
 
         return self._exporter(GrpcExporter, HttpExporter, self.metrics_url)
+
+    def log_exporter(self):  # noqa: ANN201 - a LogExporter (the SDK's logs modules are imported only here)
+        """The SDK's OTLP log exporter for this hop (HTTP: `logs_url`; gRPC: the hop's LogsService)."""
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcExporter
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpExporter
+
+        return self._exporter(GrpcExporter, HttpExporter, self.logs_url)
 
     def _exporter(self, GrpcExporter: Any, HttpExporter: Any, url: str) -> Any:  # noqa: N803 - classes
         headers = dict(self.headers) or None

@@ -38,6 +38,7 @@ from .grpc_receiver import GrpcReceiver
 from .http_receiver import HttpReceiver
 from .intake import DEFAULT_QUEUE_SPANS, Intake
 from .next_hop import NextHop
+from .otlp_logs import OtlpLogs, emits_log_records
 from .payload import MAX_REQUEST_BYTES
 from .receive import Receiving
 from .self_metrics import ServeMetrics
@@ -49,7 +50,7 @@ __all__ = ["ServeConfig", "Service", "collect_less"]
 
 logger = logging.getLogger(__name__)
 
-SERVICE_NAME = "otel-agent-eval"  # the resource of serve's OTLP metrics (OTEL_SERVICE_NAME wins)
+SERVICE_NAME = "otel-agent-eval"  # the resource of serve's OTLP metrics and logs (OTEL_SERVICE_NAME wins)
 OUR_PREFIXES = ("agent_eval_", "gen_ai_")  # our families in a registry that may hold others (process_*, python_*)
 COLLECT_WAIT_S = 0.1  # a scrape waits this long for queued spans, then shows the last consistent state
 MESSAGES_VAR = "OTEL_AGENT_EVAL_SERVE_MESSAGES"  # "reencode" turns forwarding from the received messages off (docs/serve.md)
@@ -82,6 +83,7 @@ class ServeConfig:
     otlp_metrics: NextHop | None = None  # where the metrics also go over OTLP (the CLI's default: the next hop)
     otlp_metrics_interval_s: float | None = None  # default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s
     otlp_histograms: str | None = None  # exponential or explicit (default: OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION)
+    otlp_logs: NextHop | None = None  # where the judge's events go as OTLP log records (the CLI's default: the next hop)
     keep_messages: bool = field(default_factory=keep_messages_default)  # never with redaction on (`Service`)
     ack: str = DEFAULT_ACK  # "forwarded": answer a request once its spans are forwarded; "received": on receipt (`ack.py`)
     ack_timeout_s: float = DEFAULT_ACK_TIMEOUT_S
@@ -103,6 +105,7 @@ class Listening:
 
     metrics_address: tuple[str, int] | None = None
     otlp_metrics: OtlpMetricsLink | None = None
+    otlp_logs: OtlpLogs | None = None
     config: ServeConfig
     receiving: Receiving
     registry: CollectorRegistry | None
@@ -163,10 +166,7 @@ class Listening:
 
         link = OtlpMetricsLink(ours, histograms=config.otlp_histograms)
         interval = config.otlp_metrics_interval_s * 1000 if config.otlp_metrics_interval_s is not None else None
-        resource = Resource.create()
-        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):  # OTEL_SERVICE_NAME not set
-            resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
-        link.to_exporter(config.otlp_metrics.metric_exporter(), interval_ms=interval, resource=resource)
+        link.to_exporter(config.otlp_metrics.metric_exporter(), interval_ms=interval, resource=own_resource())
         self.otlp_metrics = link
         self._closers.insert(0, link.close)
         logger.info("otel-agent-eval serve: metrics also over OTLP to %s (%s)", config.otlp_metrics.metrics_url,
@@ -208,8 +208,13 @@ class Service(Listening):
                  exporter: SpanExporter | None = None, **options: Any) -> None:
         self.config = config
         settings = settings or Settings.from_env()
-        self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False,
-                                                     **resolve(settings, catalog=catalog, **options))
+        options = resolve(settings, catalog=catalog, **options)
+        if config.otlp_logs is not None and emits_log_records(options):  # the judge's events to the next hop
+            self.otlp_logs = OtlpLogs(config.otlp_logs, own_resource())
+            options["logger_provider"] = self.otlp_logs.provider
+        self.pipeline, self.metrics = build_pipeline(registry=registry, sees_starts=False, **options)
+        if hasattr(self.pipeline.judge_run, "prepare"):  # deepeval imported now, before serving (and `collect_less`)
+            self.pipeline.judge_run.prepare()
         self.registry = registry
         self.serve_metrics = ServeMetrics(registry=registry)
         self.next_hop = config.hop
@@ -248,7 +253,12 @@ class Service(Listening):
                                      lambda: len(self.forwarder) if self.forwarder is not None else 0),
         }
         super().__init__()
-        stop_judging_on_shutdown(self, config.drain_timeout_s / 2)  # after the intake closed the open runs
+        # after the intake closed the open runs: the judge stops, then its events are flushed, in half the drain timeout
+        share = config.drain_timeout_s / (4 if self.otlp_logs is not None else 2)
+        stop_judging_on_shutdown(self, share)
+        if self.otlp_logs is not None:
+            self.close_on_shutdown(lambda: self.otlp_logs.close(share))
+            self.otlp_logs.start()  # its thread, once nothing before can fail
         attach(self, settings.override(metrics_enabled=False), catalog)  # catalog fallback flag and reloads
 
     def reload_catalog(self, catalog: PathLike | None = None) -> bool:
@@ -305,6 +315,15 @@ class Service(Listening):
             return  # a replay of spans forwarded before a crash
         if self.forwarder is not None:
             self.forwarder.put(spans)
+
+
+def own_resource() -> Resource:
+    """The resource of serve's own OTLP metrics and log records: `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`,
+    else service.name `otel-agent-eval`."""
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):  # OTEL_SERVICE_NAME not set
+        resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+    return resource
 
 
 def collect_less() -> None:

@@ -76,6 +76,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also send the metrics over OTLP to this URL (default: the --forward-to hop, /v1/metrics; "
                              "same protocol, TLS and headers flags)")
     parser.add_argument("--no-otlp-metrics", action="store_true", help="send metrics over OTLP nowhere (only /metrics)")
+    parser.add_argument("--otlp-logs-to", metavar="URL",
+                        help="send the judge's gen_ai.evaluation.result events as OTLP log records to this URL (default: the "
+                             "--forward-to hop, /v1/logs; same protocol, TLS and headers flags; only while a judge runs)")
+    parser.add_argument("--no-otlp-logs", action="store_true", help="send the judge's events nowhere (its metrics still count)")
     parser.add_argument("--otlp-metrics-interval", type=float, default=None, metavar="SECONDS",
                         help="seconds between OTLP metric exports (default: OTEL_METRIC_EXPORT_INTERVAL, else 60)")
     parser.add_argument("--otlp-histograms", choices=("exponential", "explicit"), default=None,
@@ -153,15 +157,14 @@ def run_serve(args: argparse.Namespace) -> int:
                                           ("--forward-protocol", args.forward_protocol != "http/protobuf")) if value]
         if given:
             raise ValueError(f"serve: {given[0]} needs --forward-to")
-    metrics_hop = None
-    if not args.no_otlp_metrics and (args.otlp_metrics_to or hop is not None):
-        metrics_hop = hop
-        if args.otlp_metrics_to:
-            metrics_hop = NextHop.parse(args.otlp_metrics_to, protocol=args.forward_protocol, headers=args.forward_header,
-                                        ca_file=args.forward_ca_file, client_cert_file=args.forward_client_cert_file,
-                                        client_key_file=args.forward_client_key_file, timeout_s=args.forward_timeout,
-                                        flag="--otlp-metrics-to")
+    metrics_hop = _signal_hop(args, hop, args.otlp_metrics_to, args.no_otlp_metrics, "--otlp-metrics-to")
+    if metrics_hop is not None:
         metrics_hop.metrics_url  # noqa: B018 - a traces URL that says nothing of metrics is refused here, in one line
+    logs_hop = None  # only while something emits log records: a judge runs (or OTEL_AGENT_EVAL_EVALUATION_EVENTS=log)
+    if settings.judge_model or settings.evaluation_events != "span":
+        logs_hop = _signal_hop(args, hop, args.otlp_logs_to, args.no_otlp_logs, "--otlp-logs-to")
+        if logs_hop is not None:
+            logs_hop.logs_url  # noqa: B018 - as for metrics
     if args.otlp_metrics_interval is not None and not 0 < args.otlp_metrics_interval <= MAX_TIMEOUT_S:
         raise ValueError(f"serve: --otlp-metrics-interval must be above 0 and at most {MAX_TIMEOUT_S} s "
                          f"(got {args.otlp_metrics_interval:g})")
@@ -169,6 +172,7 @@ def run_serve(args: argparse.Namespace) -> int:
         otlp_metrics=metrics_hop,
         otlp_metrics_interval_s=args.otlp_metrics_interval,
         otlp_histograms=args.otlp_histograms,
+        otlp_logs=logs_hop,
         bind=args.bind,
         grpc_port=None if args.no_grpc else args.grpc_port,
         http_port=None if args.no_http else args.http_port,
@@ -245,6 +249,20 @@ def _check_names(args: argparse.Namespace, catalog: Catalog) -> None:
             raise ValueError(f"serve: {flag} {name!r}: unknown {what}; {catalog.source} has: {', '.join(known)}")
 
 
+def _signal_hop(args: argparse.Namespace, hop: Any, to: str | None, off: bool, flag: str) -> Any:
+    """Where serve's own metrics or log records go over OTLP: `to` (with the --forward-* protocol, TLS and headers),
+    else the next hop; None when `off`, or with neither."""
+    from ..serve.next_hop import NextHop
+
+    if off or not (to or hop is not None):
+        return None
+    if not to:
+        return hop
+    return NextHop.parse(to, protocol=args.forward_protocol, headers=args.forward_header, ca_file=args.forward_ca_file,
+                         client_cert_file=args.forward_client_cert_file, client_key_file=args.forward_client_key_file,
+                         timeout_s=args.forward_timeout, flag=flag)
+
+
 MAX_WORKERS = 64  # as serve/workers.py
 
 
@@ -273,4 +291,6 @@ def _listening(service: Any) -> str:
     parts.append(f"forwarding to {hop.url} ({hop.protocol})" if hop is not None else "forwarding nowhere")
     if service.otlp_metrics is not None:
         parts.append(f"metrics over OTLP to {service.config.otlp_metrics.metrics_url}")
+    if service.config.otlp_logs is not None:
+        parts.append(f"evaluation events over OTLP to {service.config.otlp_logs.logs_url}")
     return "otel-agent-eval serve: " + ", ".join(parts)

@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from .instructions import _count_child, instructions
+from .judge import serve_judge_section
 from .mix import mix_section
 from .processor import (CALLS_PER_RUN, FLOOR_VARIANTS, ROOT_ATTRIBUTES, ROOT_NAME, SAMPLE_EVERY, TOOL_SPANS, TOOLS, otlp_metrics_cost,
                         overhead, throughput)
@@ -31,19 +32,22 @@ SIZES: dict[str, dict[str, Any]] = {
                 "catalogs": ((10_000, 0), (1_000, 1_000)), "route_calls": (100_000, 2_000), "route_cap_s": 2.0,
                 "counted_runs": 300, "glob_routes": 10_000, "routing_spans": 4_000, "routing_rounds": 5,
                 "serve_s": 10.0, "serve_connections": 4, "serve_runs": 2_000, "latency_runs": 500, "serve_workers": (2,),
-                "score_spans": 200_000, "score_rounds": 3, "mix_serve_runs": 700},
+                "score_spans": 200_000, "score_rounds": 3, "mix_serve_runs": 700,
+                "judge_s": 60.0, "judge_rounds": 2, "judge_warm_s": 3.0},
     "quick": {"runs": 60, "rounds": 2, "warmup": 10, "throughput_runs": 40, "throughput_rounds": 1,
               "scrape_s": 0.3, "scrapes": 2, "series": (5, 2), "series_calls": 1,
               "catalogs": ((200, 0), (30, 30)), "route_calls": (2_000, 200), "route_cap_s": 0.2,
               "counted_runs": 30, "glob_routes": 200, "routing_spans": 100, "routing_rounds": 1,
               "serve_s": 1.0, "serve_connections": 2, "serve_runs": 150, "latency_runs": 40, "serve_workers": (),
-              "score_spans": 5_000, "score_rounds": 1, "mix_serve_runs": 50},
+              "score_spans": 5_000, "score_rounds": 1, "mix_serve_runs": 50,
+              "judge_s": 1.0, "judge_rounds": 1, "judge_warm_s": 0.5},
 }
 SECTIONS = ("overhead", "throughput", "scrape-load", "scrape-size", "catalog", "otlp-metrics", "routing",
             "context-cost")  # the full run
 ON_REQUEST = ("instructions", "floor")  # minutes under valgrind; a diagnostic of the targets: run when asked for
-FLEET = ("serve", "score", "mix")  # the fleet's figures beside their anchors: processes of their own, in the full run
-# too; `mix`: every path on the realistic mix (mostly spans with nothing to score), beside its old path
+FLEET = ("serve", "score", "mix", "serve-judge")  # the fleet's figures beside their anchors: processes of their own, in
+# the full run too; `mix`: every path on the realistic mix (mostly spans with nothing to score), beside its old path;
+# `serve-judge`: serve with the online judge off, hanging and answering
 SPANS_PER_REQUEST = 512  # as a BatchSpanProcessor sends them
 LATENCY_SPANS_PER_REQUEST = 64  # more requests to take quantiles over
 
@@ -105,6 +109,9 @@ def run(*, quick: bool = False, runs: int | None = None, rounds: int | None = No
         result["score"] = score_section(score_spans or size["score_spans"], size["score_rounds"], score_file)
     if "mix" in sections:
         result["mix"] = mix_section(dict(size, score_spans=score_spans or size["score_spans"]), SPANS_PER_REQUEST)
+    if "serve-judge" in sections:
+        result["serve_judge"] = serve_judge_section(size["judge_s"], size["serve_connections"], SPANS_PER_REQUEST,
+                                                    size["serve_runs"], size["judge_rounds"], size["judge_warm_s"])
     result["environment"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return result
 

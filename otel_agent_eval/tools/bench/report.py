@@ -7,6 +7,7 @@ from typing import Any
 from ...serve.os_threads import FORWARD, INTAKE
 from .instructions import COUNT_WARMUP
 from .context import format_context_cost
+from .judge import serve_judge_lines
 from .mix import mix_lines
 from .processor import AGENT, CALLS_PER_RUN, SAMPLE_EVERY, TOOLS
 from .scale import BUILD_CAP_S
@@ -137,6 +138,8 @@ def format_report(result: dict[str, Any]) -> str:
         lines += ["", *_score_lines(result["score"])]
     if "mix" in result:
         lines += ["", *mix_lines(result["mix"])]
+    if "serve_judge" in result:
+        lines += ["", *serve_judge_lines(result["serve_judge"])]
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -80,10 +81,11 @@ def find_collector() -> tuple[str | None, str]:
 # -- the next hop: counts spans, takes metrics ---------------------------------------------------------
 
 class Sink:
-    """An OTLP/HTTP receiver that counts the spans of /v1/traces and the requests of /v1/metrics (the next hop)."""
+    """An OTLP/HTTP receiver that counts the spans of /v1/traces and the requests of /v1/metrics and /v1/logs (the next
+    hop)."""
 
     def __init__(self) -> None:
-        self.spans = self.metric_requests = 0
+        self.spans = self.metric_requests = self.log_requests = 0
         self.lock = threading.Lock()
         sink = self
 
@@ -101,6 +103,9 @@ class Sink:
                 elif path == "/v1/metrics":
                     with sink.lock:
                         sink.metric_requests += 1
+                elif path == "/v1/logs":  # the judge's events (the serve-judge section)
+                    with sink.lock:
+                        sink.log_requests += 1
                 else:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -411,9 +416,11 @@ def _drain(hop: Hop, acked: int) -> None:
 
 
 def measure(hop: Hop, requests: list[tuple[bytes, int]], latency_requests: list[tuple[bytes, int]] | None,
-            connections: int, seconds: float, latency_rate: float | None = None) -> dict[str, Any]:
+            connections: int, seconds: float, latency_rate: float | None = None,
+            before_stop: Callable[[Hop], Any] | None = None) -> dict[str, Any]:
     """Capacity (closed loop, then the drain); with `latency_requests`, latency (open loop at `latency_rate`, else at
-    half the capacity just measured); then the graceful stop and its account."""
+    half the capacity just measured); then (`before_stop(hop)`, e.g. a last look at its /metrics) the graceful stop and
+    its account."""
     load = Load(hop.address, requests)
     cpu0, sink0, t0 = cpu_seconds(hop.process.pid), hop.sink.spans, time.monotonic()
     threads0 = thread_cpu_seconds(hop.process.pid)
@@ -442,6 +449,8 @@ def measure(hop: Hop, requests: list[tuple[bytes, int]], latency_requests: list[
                              (("p50_ms", quantile(lat, 0.5)), ("p99_ms", quantile(lat, 0.99)), ("max_ms", max(lat, default=None)))}}
         _drain(hop, sink0 + acked)
     row["peak_rss_mib"] = rss_mib(hop.process.pid)
+    if before_stop is not None:
+        before_stop(hop)
     account = stop(hop)
     row["metric_requests"] = hop.sink.metric_requests
     row["accounting"] = {"acknowledged": acked, "accepted": account["accepted"], "forwarded": account["forwarded"],
