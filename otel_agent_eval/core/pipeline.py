@@ -35,6 +35,7 @@ from .enrich import (EnrichedSpan, Enricher, EvaluationLog, call_evaluation, enr
 from .recognize import (UNKNOWN_ERROR_TYPE, SpanFacts, ToolCallRecord, _Convention, agent_name_of, attribute_dict,
                         call_error, convention_of, custom_convention, llm_call_of, read_tool_call, span_facts,
                         workflow_agent_of)
+from .noise import typed_keys
 from .redact import Redactor
 from .run_eval import RunEvaluator
 from .runs import AgentRun, ClosedRun, Pending, RunTracker
@@ -83,6 +84,8 @@ class CatalogState(NamedTuple):
     evaluator: RunEvaluator
     custom: _Convention | None
     defer_unrouted: bool
+    kind_keys: frozenset[str]  # the attribute keys that make a span typed for the core (`Pipeline.is_typed`)
+    typed_keys: frozenset[str]  # those that make it one that may matter (core/noise.py's rule 1): these and gen_ai.system
 
 
 class Failures:
@@ -184,12 +187,16 @@ class Pipeline:
         profile and environment than the pipeline's (`swap` keeps them)."""
         o = {**self._options, **names} if names else self._options
         mapping = o["attribute_mapping"] or catalog.attribute_mapping
+        custom = custom_convention(mapping) if mapping else None
+        tool_key = (custom.tool_name[0],) if custom is not None else ()
         return CatalogState(
             catalog=catalog,
             scorer=Scorer(catalog, profile=o["profile"], environment=o["environment"]),
             evaluator=RunEvaluator(catalog, validator=o["run_validator"]),
-            custom=custom_convention(mapping) if mapping else None,
+            custom=custom,
             defer_unrouted=any(c.GEN_AI_AGENT_NAME in route.match for route in catalog.tasks),
+            kind_keys=frozenset(KIND_KEYS + tool_key),
+            typed_keys=typed_keys(tool_key[0] if tool_key else None),
         )
 
     def swap(self, state: CatalogState, names: Mapping[str, str | None] | None = None) -> None:

@@ -44,17 +44,20 @@ _holders: weakref.WeakKeyDictionary[CollectorRegistry, EvalMetrics] = weakref.We
 
 
 class Tally:
-    """A counter any thread may bump without a lock: `itertools.count` advances atomically in CPython."""
+    """A counter any thread may bump without a lock: `itertools.count` advances atomically in CPython. `also`: a tally
+    whose counts this one's value includes (a span passed on by the fast path is both seen and ignored: one bump)."""
 
-    __slots__ = ("_count", "bump")
+    __slots__ = ("_count", "bump", "_also")
 
-    def __init__(self) -> None:
+    def __init__(self, also: Tally | None = None) -> None:
         self._count = itertools.count()
         self.bump = self._count.__next__
+        self._also = also
 
     @property
     def value(self) -> int:
-        return self._count.__reduce__()[1][0]
+        own = self._count.__reduce__()[1][0]
+        return own if self._also is None else own + self._also.value
 
 
 class _Series:
@@ -147,11 +150,7 @@ class EvalMetrics:
         self._catalog_fallback = False  # the configured catalog failed to load; the packaged one scores
         self.counters: Counter[str] = Counter()
         self.scored = 0  # tool calls scored: the one counter of every call, a plain int under the lock
-        self.seen = Tally()  # bumped on the app's threads, so lock-free
-        self.ignored = Tally()
-        self.unscored = Tally()
-        self.tool_calls_unscored = Tally()
-        self.dropped_downstream = Tally()
+        self._tallies()
         self.mirror = MultiprocessMirror() if multiprocess_dir() else None
         self.before_collect: Callable[[], object] | None = None  # e.g. process spans still queued
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}  # self-metric gauges read at scrape time
@@ -205,8 +204,7 @@ class EvalMetrics:
         self._missing_tools, self._missing_models = Counter(), Counter()
         self.budget = b.SampleBudget(self._max_samples)
         self.counters, self.scored, self.llm_price_sources = Counter(), 0, Counter()
-        self.seen, self.ignored, self.unscored, self.tool_calls_unscored = Tally(), Tally(), Tally(), Tally()
-        self.dropped_downstream = Tally()
+        self._tallies()
         self.carried = None
         if self.mirror is not None:
             self.mirror = MultiprocessMirror()
@@ -233,6 +231,13 @@ class EvalMetrics:
             self.counters[name] += n
         if self.mirror is not None:
             self.mirror.count(name, n)
+
+    def _tallies(self) -> None:
+        """The span counters the app's threads bump, lock-free; `passed`: spans seen and ignored at once (the
+        processor's fast path for spans that cannot matter, core/noise.py)."""
+        self.passed = Tally()
+        self.seen, self.ignored = Tally(also=self.passed), Tally(also=self.passed)
+        self.unscored, self.tool_calls_unscored, self.dropped_downstream = Tally(), Tally(), Tally()
 
     def span_ignored(self) -> None:
         self.ignored.bump()

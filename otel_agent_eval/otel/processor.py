@@ -27,8 +27,9 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from ..config.catalog import Catalog, PathLike
 from ..config.settings import Settings, check_arguments
 from ..core import conventions as c
-from ..core.noise import RUN_NAME_PREFIXES, sdk_span_may_matter, typed_keys
+from ..core.noise import RUN_NAME_PREFIXES, RUN_NAME_STEM, sdk_span_may_matter
 from ..core.recognize import agent_at_start, attribute_dict, convention_of, span_facts
+from .active_traces import ActiveTraces
 from .exit_flush import flush_at_exit
 from .handoff import DEFAULT_LIMIT, SpanQueue, TimedCall
 from .reload import reload_catalog
@@ -86,11 +87,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._downstream_full = _queue_full_check(forward_to)
         self._shutdown = False
         self._closers: list[Callable[[], Any]] = []  # resources this processor owns, e.g. the metrics server
-        # traces with spans handed off -> the ids of their spans that matter by core/noise.py's rule 5 (None: none yet)
-        self._active: dict[int, set[int] | None] = {}
-        self._active_limit = 4 * max_open_traces
-        # (catalog state, the keys that make a span one that may matter (core/noise.py), those the core types by)
-        self._kinds: tuple[Any, frozenset[str], frozenset[str]] = (None, frozenset(), frozenset())
+        self._active = ActiveTraces(4 * max_open_traces)  # traces with spans handed off, rule 5's marks (core/noise.py)
+        self._passed = self.metrics.passed.bump  # a span seen and ignored at once: the fast path's one counter
         self._flush_forwarded = TimedCall(self._forward_flush)
         self._queue = SpanQueue(self._consume, background=background, limit=queue_limit,
                                 tick=lambda: self._forward(self.pipeline.expire()))  # runs idle past the TTL
@@ -123,7 +121,8 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self.runs.reset_after_fork()
         self._queue.reset_after_fork()
         self._flush_forwarded = TimedCall(self._forward_flush)  # its thread, if one ran, is not in the child
-        self._active = {}
+        self._active.reset()
+        self._passed = self.metrics.passed.bump
         if self.pipeline.enricher is not None:
             self.pipeline.enricher._lock = threading.Lock()
         self._closers = []
@@ -138,18 +137,15 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
             else:
                 attrs, name = attribute_dict(span), span.name
-            kinds = self._kinds
-            if kinds[0] is not self.pipeline.state:
-                self._typed_keys()
-                kinds = self._kinds
-            if kinds[2].isdisjoint(attrs):  # untyped for the core: only a run's name announces an agent (agent_at_start)
-                name = agent_at_start(attrs, name, False) if type(name) is str and name.startswith(RUN_NAME_PREFIXES) else None
+            if self.pipeline.state.kind_keys.isdisjoint(attrs):  # untyped: only a run's name announces an agent
+                name = (agent_at_start(attrs, name, False) if type(name) is str and RUN_NAME_STEM in name
+                        and name.startswith(RUN_NAME_PREFIXES) else None)
             else:
                 name = (None if attrs.get(c.GEN_AI_OPERATION_NAME) == c.OP_EXECUTE_TOOL  # agent_name_of's first rule, sooner
                         else agent_at_start(attrs, span.name, True))
             if name is not None:
                 context = span.context
-                _held(self._active, context.trace_id).add(context.span_id)  # its end matters (core/noise.py, rule 5)
+                self._active.mark(context.trace_id, context.span_id)  # its end matters (core/noise.py, rule 5)
                 self._queue.put((_START, span, name))  # if refused, the agent is found when its span ends
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_start", exc)
@@ -160,63 +156,53 @@ class AgentEvalSpanProcessor(SpanProcessor):
                 self.pipeline.failed("forward on_start", exc, "forward_errors")
 
     def on_end(self, span: ReadableSpan) -> None:
-        self.metrics.seen.bump()
         try:
-            pipeline, active = self.pipeline, self._active
-            if type(span) is ReadableSpan:  # the SDK's: its fields read directly (`attribute_dict`'s and the
-                attrs, context = span._attributes, span._context  # properties' way, without their Python calls)
+            pipeline = self.pipeline
+            if type(span) is ReadableSpan:  # the SDK's: its fields read directly (`attribute_dict`'s way, without its call)
+                attrs = span._attributes
                 attrs = attrs._dict if type(attrs) is BoundedAttributes else attribute_dict(span)
             else:
-                attrs, context = attribute_dict(span), span.context
-            trace_id = context[0] if type(context) is SpanContext else context.trace_id
-            in_active = active and trace_id in active
-            kinds = self._kinds
-            if kinds[0] is not pipeline.state:
-                self._typed_keys()
-                kinds = self._kinds
-            if not kinds[1].isdisjoint(attrs) or (in_active and sdk_span_may_matter(span, active[trace_id])):
-                parent = span._parent if type(span) is ReadableSpan else span.parent
-                if parent is not None:  # a span that matters makes its parent matter (core/noise.py, rule 5)
-                    held = active.get(trace_id)
-                    if held is None:
-                        held = active[trace_id] = set()
-                    held.add(parent[1] if type(parent) is SpanContext else parent.span_id)
-                elif not in_active:
-                    active[trace_id] = None
-                if self._queue.put((_SPAN, span, attrs)):
+                attrs = attribute_dict(span)
+            if pipeline.state.typed_keys.isdisjoint(attrs):  # untyped: noise unless rules 2-5 (core/noise.py) say not
+                may_matter = sdk_span_may_matter(span, self._active.held)
+                if not may_matter or _trace_id(span) not in self._active:  # nothing of its trace handed off: as always
+                    if pipeline.redactor is None:  # the fast path: counted seen and ignored, passed on as it is
+                        self._passed()
+                        if self.forward_to is not None:
+                            self._forward([span])
+                        return
+                    self.metrics.seen.bump()
+                    self._redacted_later(span, may_matter)
                     return
-                self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
-                if convention_of(attrs, pipeline.state.custom, pipeline.state.catalog.ignore_tools) is not None:
-                    self.metrics.tool_calls_unscored.bump()
-            elif pipeline.redactor is None:  # noise (core/noise.py), or a trace with nothing to score: passed on as it is
-                self.metrics.ignored.bump()
-                if self.forward_to is not None:
-                    self._forward([span])
-                return
-            elif not in_active and sdk_span_may_matter(span, None):
-                if self._queue.put((_SPAN, span, attrs)):  # with redaction on, every span leaves through the pipeline
-                    return
-                self.metrics.ignored.bump()
-            else:  # noise: the pipeline's thread only redacts it (the core would only count it, as here)
-                self.metrics.ignored.bump()
-                if self._queue.put((_NOISE, span, None)):
-                    return
-            span = pipeline.outgoing(span)  # redacted here when it could not be queued: fail closed
+            self.metrics.seen.bump()
+            self._hand_off(span, attrs)
         except Exception as exc:  # noqa: BLE001 - never break the host app
             self.pipeline.failed("on_end", exc)
-            if self.pipeline.redactor is not None:
-                return  # a span that could not be redacted does not leave
-        self._forward([span])
+            self._forward([span] if self.pipeline.redactor is None else [])  # one that may not be redacted stays
 
-    def _typed_keys(self) -> frozenset[str]:
-        """The attribute keys that make a span one that may matter (`core.noise.typed_keys`), and beside them those
-        that make it typed for the core (`Pipeline.is_typed`), for the catalog in force: read again after a reload."""
-        kinds, state = self._kinds, self.pipeline.state
-        if kinds[0] is not state:
-            custom = state.custom
-            key = custom.tool_name[0] if custom is not None else None
-            kinds = self._kinds = (state, typed_keys(key), frozenset(c.KIND_KEYS + ((key,) if key else ())))
-        return kinds[1]
+    def _hand_off(self, span: ReadableSpan, attrs: Any) -> None:
+        """A span that may matter: queued to the processor's thread; it makes its parent matter (rule 5)."""
+        parent, trace_id = span._parent if type(span) is ReadableSpan else span.parent, _trace_id(span)
+        if parent is not None:
+            self._active.mark(trace_id, parent[1] if type(parent) is SpanContext else parent.span_id)
+        else:
+            self._active.enter(trace_id)
+        if self._queue.put((_SPAN, span, attrs)):
+            return
+        self.metrics.unscored.bump()  # the queue is full: pass it on unscored, as if we were not here
+        state = self.pipeline.state
+        if convention_of(attrs, state.custom, state.catalog.ignore_tools) is not None:
+            self.metrics.tool_calls_unscored.bump()
+        self._forward([self.pipeline.outgoing(span)])
+
+    def _redacted_later(self, span: ReadableSpan, may_matter: bool) -> None:
+        """With redaction on, every span leaves through the pipeline's thread: one of a trace with nothing handed off
+        that the rule cannot rule out through the core, noise to be redacted only (the core would only count it)."""
+        if may_matter and self._queue.put((_SPAN, span, None)):
+            return
+        self.metrics.ignored.bump()
+        if may_matter or not self._queue.put((_NOISE, span, None)):
+            self._forward([self.pipeline.outgoing(span)])  # redacted here when it could not be queued: fail closed
 
     def drain(self) -> None:
         """Process every span handed off so far (a scrape, `force_flush` and `shutdown` do this)."""
@@ -233,12 +219,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
             facts = span_facts(span)
             out = self.pipeline.ended(span, extra, facts)
             if facts.is_root:  # a local root: its trace is done here
-                self._active.pop(facts.trace_id, None)
+                self._active.done(facts.trace_id)
         self._forward(out)
-        if len(self._active) > self._active_limit:  # roots that never ended here: forget the oldest half
-            tracked = self.runs.tracked
-            for trace_id in [t for t in list(self._active)[: len(self._active) // 2] if t not in tracked]:
-                self._active.pop(trace_id, None)
+        self._active.bound(self.runs.tracked)
 
     def _forward(self, spans: list[ReadableSpan]) -> None:
         if self.forward_to is None:
@@ -312,12 +295,9 @@ class AgentEvalSpanProcessor(SpanProcessor):
         self._closers.append(close)
 
 
-def _held(active: dict[int, set[int] | None], trace_id: int) -> set[int]:
-    """The ids of a trace's spans that matter by rule 5 (core/noise.py), made when first needed."""
-    held = active.get(trace_id)
-    if held is None:
-        held = active[trace_id] = set()
-    return held
+def _trace_id(span: ReadableSpan) -> int:
+    context = span._context if type(span) is ReadableSpan else span.context
+    return context[0] if type(context) is SpanContext else context.trace_id
 
 
 def _queue_full_check(forward_to: SpanProcessor | None) -> Callable[[], bool] | None:
