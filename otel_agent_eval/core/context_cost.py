@@ -81,6 +81,8 @@ def result_size(record: Any) -> int | None:
     """Characters of a tool call's result as its span records it (or of its error text, which is context too);
     None when it records neither. Only the length is read: nothing is copied."""
     value = record.output
+    if type(value) is str:  # the common case, first
+        return len(value)
     if value is None:
         attrs = getattr(record, "_attrs", None)  # the span's attributes, as recognize read them (no copy)
         if isinstance(attrs, Mapping):
@@ -109,10 +111,15 @@ def split(total: int, weights: Sequence[int | None]) -> list[int]:
         return []
     if None in weights or not (whole := sum(weights)):  # type: ignore[arg-type]
         weights, whole = [1] * n, n
-    parts = [total * w // whole for w in weights]  # type: ignore[operator]
-    left = total - sum(parts)
+    parts: list[int] = []  # (loops, not comprehensions: on Python 3.11 each comprehension is a function call)
+    left = total
+    for w in weights:
+        parts.append(part := total * w // whole)  # type: ignore[operator]
+        left -= part
     if left:  # the largest remainders get one more, ties in order
-        remainders = [-(total * w % whole) for w in weights]  # type: ignore[operator]
+        remainders: list[int] = []
+        for w in weights:
+            remainders.append(-(total * w % whole))  # type: ignore[operator]
         for i in sorted(range(n), key=remainders.__getitem__)[:left]:
             parts[i] += 1
     return parts
@@ -133,27 +140,40 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
             break
     else:  # no model call reports input tokens (or none at all)
         return unmeasured(len(tool_calls), len(llm_calls))
+    # Both lists usually come in order already (spans end in the order they start): sorted only when they did not.
     n_tools = len(tool_calls)
     key: list[int] = []  # per tool call: its start, else its end, else _LAST (after every other): the walking order
     ends: list[int] = []  # per tool call with both times: its end (the model calls that start before it are its own)
-    untimed = 0
+    untimed, ordered, previous = 0, True, -1
     for record in tool_calls:
         start, end = record.start_ns, record.end_ns
         if type(start) is int:
-            key.append(start)
             ends.append(end if type(end) is int else -1)
         else:
-            if type(end) is int:
-                key.append(end)
-            else:
-                key.append(_LAST)
-                untimed += 1
             ends.append(-1)
-    tools = sorted(range(n_tools), key=key.__getitem__)  # stable: ties in order; the untimed last
+            if type(end) is int:
+                start = end
+            else:
+                start = _LAST
+                untimed += 1
+        key.append(start)
+        if start < previous:
+            ordered = False
+        previous = start
+    # in walking order (stable: ties in order; the untimed last), and after them a sentinel that ends every walk
+    tools = list(range(n_tools + 1)) if ordered else [*sorted(range(n_tools), key=key.__getitem__), n_tools]
+    key.append(_SENTINEL)
     n_timed = n_tools - untimed
-    tools.append(n_tools)  # a sentinel after every tool call and model call: the walk below needs no bound
-    key.append(_LAST + 1)
-    llm_start = [start if type(start := call.start_ns) is int else _LAST for call in llm_calls]
+    llm_start: list[int] = []
+    ordered, previous = True, -1
+    for call in llm_calls:
+        start = call.start_ns
+        if type(start) is not int:
+            start = _LAST
+        llm_start.append(start)
+        if start < previous:
+            ordered = False
+        previous = start
 
     out: list[ToolContext] = [_NOTHING] * n_tools
     carried: list[tuple[list[tuple[Any, ...]], int, float, int]] = []  # ended carries: (entries, last call, sums then)
@@ -165,7 +185,7 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
     k = -1  # the chained call's index
     p = s = 0  # in start order, the next tool call that fed no call yet; the next that no model call passed yet
     furthest = -1  # the latest end among the tool calls started before the model call
-    for i in sorted(range(len(llm_calls)), key=llm_start.__getitem__):
+    for i in range(len(llm_calls)) if ordered else sorted(range(len(llm_calls)), key=llm_start.__getitem__):
         call, start = llm_calls[i], llm_start[i]
         size = call.input_tokens
         input_tokens += size
@@ -241,7 +261,10 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
                 active.append((tools[p], added, k, base, priced_before, model))
             else:
                 feeders = tools[p:q]
-                for t, part in zip(feeders, split(added, [result_size(tool_calls[t]) for t in feeders])):
+                sizes = []
+                for t in feeders:  # (a loop, not a comprehension: on Python 3.11 that is a function call)
+                    sizes.append(result_size(tool_calls[t]))
+                for t, part in zip(feeders, split(added, sizes)):
                     if part:
                         active.append((t, part, k, base, priced_before, model))
                     else:  # no part of the split
@@ -266,6 +289,7 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
 
 
 _LAST = 1 << 62  # a model call without a start time sorts after every other
+_SENTINEL = _LAST + 1  # after every model call, timed or not
 _new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__ (all fields given)
 
 
