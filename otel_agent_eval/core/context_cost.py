@@ -81,6 +81,8 @@ def result_size(record: Any) -> int | None:
     """Characters of a tool call's result as its span records it (or of its error text, which is context too);
     None when it records neither. Only the length is read: nothing is copied."""
     value = record.output
+    if type(value) is str:  # the common case, first
+        return len(value)
     if value is None:
         attrs = getattr(record, "_attrs", None)  # the span's attributes, as recognize read them (no copy)
         if isinstance(attrs, Mapping):
@@ -109,10 +111,15 @@ def split(total: int, weights: Sequence[int | None]) -> list[int]:
         return []
     if None in weights or not (whole := sum(weights)):  # type: ignore[arg-type]
         weights, whole = [1] * n, n
-    parts = [total * w // whole for w in weights]  # type: ignore[operator]
-    left = total - sum(parts)
+    parts: list[int] = []  # (loops, not comprehensions: on Python 3.11 each comprehension is a function call)
+    left = total
+    for w in weights:
+        parts.append(part := total * w // whole)  # type: ignore[operator]
+        left -= part
     if left:  # the largest remainders get one more, ties in order
-        remainders = [-(total * w % whole) for w in weights]  # type: ignore[operator]
+        remainders: list[int] = []
+        for w in weights:
+            remainders.append(-(total * w % whole))  # type: ignore[operator]
         for i in sorted(range(n), key=remainders.__getitem__)[:left]:
             parts[i] += 1
     return parts
@@ -123,109 +130,108 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
     """The context cost of a run's tool calls (`LLMCall`s and `ToolCallRecord`s of one conversation, any order);
     `rates(call)` prices a model call's input tokens (None: unpriced).
 
-    One pass over each list after sorting them by start: the model calls that start inside a tool call, and the tool
-    calls that feed each model call of the chain, are found by walking the two sorted lists side by side."""
+    One walk over the model calls in start order, with two cursors over the tool calls in start order: one finds
+    the model calls that start inside a tool call, the other the tool calls that feed each call of the chain. A
+    tool's cost is settled when its carry ends (a shrink, the last call): its share times the calls that held it,
+    priced by a running sum of the carried rate, so nothing is kept per model call. Runs once per run, when it
+    closes (docs/performance.md: its cost per run), so it builds few objects: one entry per tool call fed."""
     for call in llm_calls:
         if call.input_tokens > 0:
             break
     else:  # no model call reports input tokens (or none at all)
         return unmeasured(len(tool_calls), len(llm_calls))
+    # Both lists usually come in order already (spans end in the order they start): sorted only when they did not.
     n_tools = len(tool_calls)
-    tool_start: list[int | None] = []  # None: no time, fed no call
-    tool_key: list[int] = []
-    spans: list[tuple[int, int]] = []  # (start, end) of the tool calls with both times
+    key: list[int] = []  # per tool call: its start, else its end, else _LAST (after every other): the walking order
+    ends: list[int] = []  # per tool call with both times: its end (the model calls that start before it are its own)
+    untimed, ordered, previous = 0, True, -1
     for record in tool_calls:
-        start = record.start_ns
+        start, end = record.start_ns, record.end_ns
         if type(start) is int:
-            tool_start.append(start)
-            tool_key.append(start)
-            if type(end := record.end_ns) is int:
-                spans.append((start, end))
-        elif type(end := getattr(record, "end_ns", None)) is int:
-            tool_start.append(end)
-            tool_key.append(end)
+            ends.append(end if type(end) is int else -1)
         else:
-            tool_start.append(None)
-            tool_key.append(_LAST)
-    tools = sorted(range(n_tools), key=tool_key.__getitem__)  # stable: ties in order
-    if spans:
-        spans.sort()
-    llm_start = [start if type(start := call.start_ns) is int else _LAST for call in llm_calls]
-    chain, starts, inner, without_usage = [], [], 0, 0
-    input_tokens = unattributed = 0  # all the calls' input; the input of those left out of the chain
-    n_spans, s, furthest = len(spans), 0, -1  # the tool calls started strictly before the call; the latest end among them
-    for i in sorted(range(len(llm_calls)), key=llm_start.__getitem__):
+            ends.append(-1)
+            if type(end) is int:
+                start = end
+            else:
+                start = _LAST
+                untimed += 1
+        key.append(start)
+        if start < previous:
+            ordered = False
+        previous = start
+    # in walking order (stable: ties in order; the untimed last), and after them a sentinel that ends every walk
+    tools = list(range(n_tools + 1)) if ordered else [*sorted(range(n_tools), key=key.__getitem__), n_tools]
+    key.append(_SENTINEL)
+    n_timed = n_tools - untimed
+    llm_start: list[int] = []
+    ordered, previous = True, -1
+    for call in llm_calls:
+        start = call.start_ns
+        if type(start) is not int:
+            start = _LAST
+        llm_start.append(start)
+        if start < previous:
+            ordered = False
+        previous = start
+
+    out: list[ToolContext] = [_NOTHING] * n_tools
+    carried: list[tuple[list[tuple[Any, ...]], int, float, int]] = []  # ended carries: (entries, last call, sums then)
+    active: list[tuple[Any, ...]] = []  # (tool, share, first call, USD base, priced calls before it, model)
+    input_tokens = unattributed = held = inner = without_usage = shrinks = unpriced = 0
+    input_usd = unattributed_usd = old_total = 0.0  # old_total: the sum over the chain of USD per carried token
+    priced_total = 0
+    prev_in = prev_out = -1  # the previous chained call's input and output tokens (-1: none yet)
+    k = -1  # the chained call's index
+    p = s = 0  # in start order, the next tool call that fed no call yet; the next that no model call passed yet
+    furthest = -1  # the latest end among the tool calls started before the model call
+    for i in range(len(llm_calls)) if ordered else sorted(range(len(llm_calls)), key=llm_start.__getitem__):
         call, start = llm_calls[i], llm_start[i]
         size = call.input_tokens
         input_tokens += size
-        while s < n_spans and spans[s][0] < start:
-            if spans[s][1] > furthest:
-                furthest = spans[s][1]
+        while key[t := tools[s]] < start:
+            if ends[t] > furthest:
+                furthest = ends[t]
             s += 1
-        if s and furthest > start:  # a model call inside a tool call: the tool's own conversation
+        if furthest > start:  # a model call inside a tool call: the tool's own conversation
             inner += 1
             unattributed += size
-        elif size <= 0:
+            continue
+        if size <= 0:
             without_usage += 1
             unattributed += size
-        else:
-            chain.append(call)
-            starts.append(start)
-
-    shares = [0] * n_tools
-    first = [-1] * n_tools  # index in `chain` of the first call each tool fed
-    last = [-1] * n_tools
-    new_rate: list[float] = []  # per chained call: USD per newly added token
-    old_sum, priced_sum = [0.0], [0]  # prefix sums over the chain: USD per carried token, priced calls
-    active: list[int] = []
-    held = 0
-    input_usd = unattributed_usd = 0.0
-    shrinks = unpriced = 0
-    timed = [tool_start[t] for t in tools]  # the tool calls' starts in order; those without one (None) last
-    n_timed = n_tools - timed.count(None)
-    old_total, priced_total = 0.0, 0
-    prev_in = prev_out = -1  # the previous call's input and output tokens (-1: none yet)
-    p = 0  # the next tool call (in start order) that fed no call yet
-    for k, call in enumerate(chain):
-        size = call.input_tokens
+            continue
+        k += 1
         if size < prev_in or prev_in < 0:
             if prev_in >= 0:
                 shrinks += 1
-            for t in active:
-                last[t] = k - 1
-            active, held, added, old = [], 0, 0, 0
+            if active:  # every carry ends at the call before
+                carried.append((active, k - 1, old_total, priced_total))
+                active = []
+            held = added = old = 0
         else:
             added = size - prev_in - prev_out
             if added < 0:
                 added = 0
             old = prev_in
-        q, start = p, starts[k]  # it feeds the first call starting at or after it (a tie: times cut to ms)
-        while q < n_timed and timed[q] <= start:
+        q = s if s > p else p  # it feeds the first call starting at or after it (a tie too: times cut to ms)
+        while q < n_timed and key[tools[q]] <= start:
             q += 1
-        if q > p:
-            feeders = tools[p:q]
-            p = q
-            if added and old:  # tools that fed the first call or a shrunk one add nothing measurable
-                if len(feeders) == 1:
-                    t = feeders[0]
-                    shares[t], first[t] = added, k
-                    active.append(t)
-                else:
-                    for t, part in zip(feeders, split(added, [result_size(tool_calls[t]) for t in feeders])):
-                        shares[t], first[t] = part, k
-                        active.append(t)
-                held += added
-            else:
-                for t in feeders:
-                    first[t] = k
-                added = 0
-        else:
+        if q == p:
             added = 0
+        elif not (added and old):  # tools that fed the first call or a shrunk one add nothing measurable
+            for t in tools[p:q]:
+                out[t] = _new_tuple(ToolContext, (0, 0.0, 0, 0, call.model))
+            added = 0
+            p = q
+        else:
+            held += added
         new = size - old  # the prompt added since the previous call: after the part already there, so never cached
         rate = rates(call)
+        priced_before = priced_total
         if rate is None:
             unpriced += 1
-            new_rate.append(0.0)
+            per_new = 0.0
         else:
             fresh, cached_rate = rate
             cached = call.cached_input_tokens
@@ -234,48 +240,56 @@ def context_cost(llm_calls: Sequence[Any], tool_calls: Sequence[Any],
                     cached = size
                 cached_old = cached if cached < old else old
                 cached_new = cached - old if cached > old else 0
-            else:
-                cached_old = cached_new = 0
-            old_usd = cached_old * cached_rate + (old - cached_old) * fresh
-            new_usd = cached_new * cached_rate + (new - cached_new) * fresh
-            per_new = new_usd / new if new else 0.0
-            per_old = old_usd / old if old else 0.0
-            new_rate.append(per_new)
+                old_usd = cached_old * cached_rate + (old - cached_old) * fresh
+                new_usd = cached_new * cached_rate + (new - cached_new) * fresh
+                per_new = new_usd / new if new else 0.0
+                per_old = old_usd / old if old else 0.0
+                call_usd = old_usd + new_usd
+                unattributed_usd += call_usd - added * per_new - (held - added) * per_old
+            else:  # every token at the fresh rate
+                per_new = fresh
+                per_old = fresh if old else 0.0
+                call_usd = size * fresh
+                unattributed_usd += (size - held) * fresh
             old_total += per_old
             priced_total += 1
-            call_usd = old_usd + new_usd
             input_usd += call_usd
-            unattributed_usd += call_usd - added * per_new - (held - added) * per_old
-        old_sum.append(old_total)
-        priced_sum.append(priced_total)
+        if added:
+            base = per_new - old_total  # + old_total when its carry ends: its rate here, then the carried rate
+            model = call.model
+            if q - p == 1:
+                active.append((tools[p], added, k, base, priced_before, model))
+            else:
+                feeders = tools[p:q]
+                sizes = []
+                for t in feeders:  # (a loop, not a comprehension: on Python 3.11 that is a function call)
+                    sizes.append(result_size(tool_calls[t]))
+                for t, part in zip(feeders, split(added, sizes)):
+                    if part:
+                        active.append((t, part, k, base, priced_before, model))
+                    else:  # no part of the split
+                        out[t] = _new_tuple(ToolContext, (0, 0.0, 0, 0, model))
+            p = q
         unattributed += size - held
         prev_in, prev_out = size, call.output_tokens
-    for t in active:
-        last[t] = len(chain) - 1
+    if active:
+        carried.append((active, k, old_total, priced_total))
 
-    out: list[ToolContext] = [_NOTHING] * n_tools
     attributed, attributed_usd = 0, 0.0
-    for t in tools:  # summed in time order: the same figure to the last bit whatever order the spans came in
-        k = first[t]
-        if k < 0:  # fed no model call of the run (it ran after the last one): its result cost nothing
-            continue
-        share = shares[t]
-        if share:
-            end = last[t]
-            held_by = end - k + 1
+    for entries, last, total_then, priced_then in carried:  # in time order: the same sums whatever order spans came in
+        for t, share, first, base, priced_before, model in entries:
+            held_by = last - first + 1
             tokens = share * held_by
-            usd = share * (new_rate[k] + old_sum[end + 1] - old_sum[k + 1])
+            usd = share * (base + total_then)
             attributed += tokens
             attributed_usd += usd
-            out[t] = _new_tuple(ToolContext, (tokens, usd if priced_sum[end + 1] - priced_sum[k] > 0 else None, share,
-                                              held_by, chain[k].model))
-        else:  # it fed the first call, a shrunk one, or got no part of the split
-            out[t] = _new_tuple(ToolContext, (0, 0.0, 0, 0, chain[k].model))
+            out[t] = _new_tuple(ToolContext, (tokens, usd if priced_then > priced_before else None, share, held_by, model))
     return _new_tuple(ContextCost, (True, input_tokens, attributed, unattributed, input_usd, attributed_usd,
                                     unattributed_usd, tuple(out), without_usage, inner, shrinks, unpriced))
 
 
 _LAST = 1 << 62  # a model call without a start time sorts after every other
+_SENTINEL = _LAST + 1  # after every model call, timed or not
 _new_tuple = tuple.__new__  # a NamedTuple built without its Python-level __new__ (all fields given)
 
 
@@ -289,7 +303,7 @@ def input_rates(call: Any, catalog_price: Callable[[str | None], Any], table: An
         return None
     price = catalog_price(call.model)
     if price is not None:
-        return price.input_per_1k / 1000, price.cached_per_1k / 1000
+        return catalog_rates(price)
     reported = call.reported_cost_usd
     table_fresh = table_cached = None
     if table is not None and call.model:
@@ -311,10 +325,15 @@ def input_rates(call: Any, catalog_price: Callable[[str | None], Any], table: An
     return None
 
 
+def catalog_rates(price: Any) -> Rates:
+    """USD per fresh and per cached input token of a catalog `ModelPrice`."""
+    return price.input_per_1k / 1000, price.cached_per_1k / 1000
+
+
 def true_cost(catalog_usd: float, induced_usd: float | None) -> float | None:
     """A tool call's true cost: the catalog's price of the call plus what its result cost later model calls."""
     return None if induced_usd is None else catalog_usd + induced_usd
 
 
-__all__ = ["ContextCost", "EXTRA_RESULT_KEYS", "ToolContext", "context_cost", "input_rates", "result_size", "split",
+__all__ = ["ContextCost", "EXTRA_RESULT_KEYS", "ToolContext", "catalog_rates", "context_cost", "input_rates", "result_size", "split",
            "true_cost", "unmeasured"]

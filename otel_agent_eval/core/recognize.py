@@ -215,7 +215,12 @@ class ToolCallRecord:
 
     @property
     def output(self) -> Any:
-        return _first(self._attrs, self._conv.result)
+        get = self._attrs.get  # `_first`, inline: the context cost reads it for every call that shares a model call
+        for key in self._conv.result:
+            value = get(key)
+            if value is not None:
+                return value
+        return None
 
     @property
     def call_id(self) -> str | None:

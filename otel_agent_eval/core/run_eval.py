@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..config.catalog import Catalog, TaskRoute, Tool
-from .context_cost import ContextCost, Rates, context_cost, input_rates
+from .context_cost import ContextCost, Rates, catalog_rates, context_cost, input_rates
 from .correctness import tool_correctness_score
 from .prices import CATALOG, UNPRICED, LLMPricer, catalog_cost, price_of
 from .runs import AgentRun, RunEvaluation
@@ -74,6 +74,7 @@ class RunEvaluator:
         self._shapes: dict[tuple[tuple[str, ...], str | None, str | None], _Shape] = {}
         self._pricer = LLMPricer(catalog.models)
         self._model_prices: dict[str | None, Any] = {}  # model -> its catalog price or None: found once per catalog
+        self._model_rates: dict[str | None, Rates | None] = {}  # model -> its catalog input rates or None: the same
         self._context_failed = False  # the context cost raised once (logged once; the runs are evaluated without it)
 
     def evaluate(self, run: AgentRun, route: TaskRoute | None) -> RunEvaluation:
@@ -115,17 +116,26 @@ class RunEvaluator:
             return None
 
     def _input_rates(self, call: Any) -> Rates | None:
+        """`input_rates`, with a catalog model's rates found once (a run's calls are mostly of one or two models)."""
+        rate = self._model_rates.get(call.model, _NOT_LOOKED_UP)
+        if rate is _NOT_LOOKED_UP:
+            self._catalog_price(call.model)
+            rate = self._model_rates[call.model]
+        if rate is not None and call.input_tokens > 0:
+            return rate
         return input_rates(call, self._catalog_price, self._pricer.table)
 
     def _catalog_price(self, model: str | None) -> Any:
         """The catalog's price of a model, or None; price_of scans the catalog's models for a dated snapshot:
-        once per model."""
+        once per model (and its input rates with it)."""
         prices = self._model_prices
         found = prices.get(model, _NOT_LOOKED_UP)
         if found is _NOT_LOOKED_UP:
             if len(prices) >= _CACHE_LIMIT:
                 prices.clear()
+                self._model_rates.clear()
             found = prices[model] = price_of(self.catalog.models, model)
+            self._model_rates[model] = None if found is None else catalog_rates(found)
         return found
 
     def _shape(self, names: tuple[str, ...], route: TaskRoute | None, scores: list[Any]) -> _Shape:

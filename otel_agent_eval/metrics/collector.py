@@ -350,22 +350,22 @@ class EvalMetrics:
         as `record` remembered it; a call whose labels were folded is added to the `_other_` pair. Nothing new is
         labelled: no budget is charged. `listed`: also returns what it added, per call, under the series' labels
         (for the multiprocess mirror)."""
-        known, series_of = self._known_calls, self._series
+        known = self._known_calls
         counted: list[tuple[tuple[str, str], int, float | None]] = []
-        for record, score, cost in zip(run.tool_calls, run.scores, context.calls):
-            if cost.tokens is None:
+        for record, score, (tokens, usd, *_) in zip(run.tool_calls, run.scores, context.calls):
+            if tokens is None:
                 continue
             place = known.get((score.static, score.outcome, record.agent, score.tool_type, score.error_type))
-            series = place[0] if place is not None else series_of.get(_OTHER_PAIR)
+            series = place[0] if place is not None else self._series.get(_OTHER_PAIR)
             if series is None:
                 continue
             tally = series.context
-            tally[0] += cost.tokens
+            tally[0] += tokens
             tally[2] += 1
-            if cost.usd is not None:
-                tally[1] += cost.usd
+            if usd is not None:
+                tally[1] += usd
             if listed:
-                counted.append((series.labels, cost.tokens, cost.usd))
+                counted.append((series.labels, tokens, usd))
         return counted
 
     def _place_run(self, agent: str | None, task: str) -> tuple[tuple[str, str], _RunSeries]:
