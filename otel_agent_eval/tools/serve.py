@@ -109,6 +109,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..serve.auth import read_token_file
     from ..serve.intake import DEFAULT_QUEUE_SPANS
     from ..serve.next_hop import MAX_TIMEOUT_S, NextHop
+    from ..serve.otlp_logs import emits_log_records
     from ..serve.tls import ServerTls
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -161,7 +162,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if metrics_hop is not None:
         metrics_hop.metrics_url  # noqa: B018 - a traces URL that says nothing of metrics is refused here, in one line
     logs_hop = None  # only while something emits log records: a judge runs (or OTEL_AGENT_EVAL_EVALUATION_EVENTS=log)
-    if settings.judge_model or settings.evaluation_events != "span":
+    if emits_log_records({"judge_model": settings.judge_model, "evaluation_events": settings.evaluation_events}):
         logs_hop = _signal_hop(args, hop, args.otlp_logs_to, args.no_otlp_logs, "--otlp-logs-to")
         if logs_hop is not None:
             logs_hop.logs_url  # noqa: B018 - as for metrics
